@@ -1,0 +1,197 @@
+"""The ``privlake`` command line.
+
+Every command ends in one of three ways: success (exit 0), an expected failure printed as one
+line on standard error (exit 2, or 3 for a quarantined release), or an unexpected failure,
+also one line (exit 1; set ``PRIVLAKE_DEBUG=1`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pipelines.errors import PrivlakeError, ReleaseNotFound
+
+
+def _progress(name: str) -> None:
+    if sys.stderr.isatty() or os.environ.get("PRIVLAKE_PROGRESS"):
+        print(f"[privlake] {name} ...", file=sys.stderr, flush=True)
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    from pipelines.config_loader import load_config
+    from pipelines.crowd_pipeline import run_crowd_release
+
+    config = load_config(args.config)
+    outcome = run_crowd_release(
+        config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=_progress
+    )
+    manifest = outcome.manifest
+    if outcome.already_published:
+        print(f"release {outcome.release_id} is already published; nothing to do")
+    else:
+        print(
+            f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
+            f"({manifest['objects_suppressed']} suppressed) on {manifest['engine']}; "
+            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+        )
+    print(outcome.release_id)
+    return 0
+
+
+def _lake(args: argparse.Namespace):
+    from pipelines.lake import Lake
+
+    root = Path(args.lake)
+    if not root.exists():
+        raise PrivlakeError(f"{root}: no lake here (the folder does not exist)")
+    return Lake(root)
+
+
+def _manifest(lake: Any, release_id: str) -> dict[str, Any]:
+    try:
+        return lake.manifest(release_id)
+    except (KeyError, LookupError):
+        raise ReleaseNotFound(f"release {release_id!r} is not published in this lake") from None
+
+
+def _command_releases(args: argparse.Namespace) -> int:
+    releases = _lake(args).list_releases()
+    if args.json:
+        print(json.dumps(releases, indent=2, default=str))
+        return 0
+    if not releases:
+        print("no releases")
+        return 0
+    print(f"{'release_id':48} {'kind':7} {'dataset':16} {'rows':>10} {'epsilon':>9} {'delta':>9}")
+    for manifest in releases:
+        print(
+            f"{manifest['release_id']:48} {manifest['kind']:7} {manifest['dataset']:16} "
+            f"{manifest['rows']:>10} {manifest['epsilon']:>9.4g} {manifest['delta']:>9.3g}"
+        )
+    return 0
+
+
+def _command_show(args: argparse.Namespace) -> int:
+    manifest = _manifest(_lake(args), args.release_id)
+    if args.json:
+        print(json.dumps(manifest, default=str))
+        return 0
+    for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
+                "objects_released", "objects_suppressed", "engine", "input_fingerprint", "code_version"):
+        print(f"{key:20} {manifest.get(key)}")
+    print(f"{'timings':20} " + ", ".join(f"{k} {v:.2f}s" for k, v in manifest.get("timings", {}).items()))
+    return 0
+
+
+def _command_export(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    lake = _lake(args)
+    _manifest(lake, args.release_id)
+    table = lake.read_release(args.release_id)
+    out = Path(args.out)
+    if out.parent and not out.parent.exists():
+        raise PrivlakeError(f"{out}: the folder {out.parent} does not exist")
+    if "claim_index" in table.column_names:
+        table = table.sort_by([("object_id", "ascending"), ("claim_index", "ascending")])
+    pq.write_table(table, out)
+    print(f"wrote {table.num_rows} rows to {out}")
+    return 0
+
+
+def _command_ledger(args: argparse.Namespace) -> int:
+    from pipelines.ledger import PrivacyLedger
+
+    entries = PrivacyLedger(_lake(args)).entries(args.dataset)
+    if args.json:
+        print(entries.to_json(orient="records", date_format="iso"))
+        return 0
+    if len(entries) == 0:
+        print("the ledger is empty")
+        return 0
+    print(entries.to_string(index=False))
+    return 0
+
+
+def _command_generate_crowd(args: argparse.Namespace) -> int:
+    from transforms.sample_crowd_data import generate_sample_crowd_data, write_sample_crowd_data
+
+    data = generate_sample_crowd_data(
+        objects=args.objects, claims_per_object=args.claims_per_object, sources=args.sources, seed=args.seed
+    )
+    paths = write_sample_crowd_data(data, Path(args.out))
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="privlake", description="Privacy-protected data releases into a lake.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a release from a YAML config")
+    run.add_argument("config", help="the release config (YAML)")
+    run.add_argument("--engine", choices=["local", "spark", "beam"], help="override the config's engine")
+    run.add_argument("--master", help="Spark master URL (spark engine), e.g. spark://host:7077 or local[2]")
+    run.add_argument("--release-id", help="the release id (default: generated); re-running an id is a no-op")
+    run.set_defaults(handler=_command_run)
+
+    releases = commands.add_parser("releases", help="list published releases")
+    releases.add_argument("--lake", required=True)
+    releases.add_argument("--json", action="store_true")
+    releases.set_defaults(handler=_command_releases)
+
+    show = commands.add_parser("show", help="show a release's manifest")
+    show.add_argument("release_id")
+    show.add_argument("--lake", required=True)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_command_show)
+
+    export = commands.add_parser("export", help="write a release's rows to a Parquet file")
+    export.add_argument("release_id")
+    export.add_argument("--lake", required=True)
+    export.add_argument("--out", required=True)
+    export.set_defaults(handler=_command_export)
+
+    ledger = commands.add_parser("ledger", help="show the privacy ledger")
+    ledger.add_argument("--lake", required=True)
+    ledger.add_argument("--dataset")
+    ledger.add_argument("--json", action="store_true")
+    ledger.set_defaults(handler=_command_ledger)
+
+    generate = commands.add_parser("generate-crowd", help="write the built-in sample crowd data")
+    generate.add_argument("--out", required=True)
+    generate.add_argument("--objects", type=int, default=2000)
+    generate.add_argument("--claims-per-object", type=int, default=20)
+    generate.add_argument("--sources", type=int, default=200)
+    generate.add_argument("--seed", type=int, default=0)
+    generate.set_defaults(handler=_command_generate_crowd)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except PrivlakeError as error:
+        print(f"privlake: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("privlake: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the one place that turns surprises into one line
+        if os.environ.get("PRIVLAKE_DEBUG"):
+            traceback.print_exc()
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(f"privlake: internal error: {type(error).__name__}: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

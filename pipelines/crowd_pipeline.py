@@ -1,0 +1,573 @@
+"""The crowd release (PrisCrowd), written once over the engine interface.
+
+Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
+
+1. Refuse early: a published release id is a no-op; the ledger reserves the budget before the
+   claims are read and refuses a release that would exceed it.
+2. Read and validate the input (Great Expectations gate); resolve duplicates; stage a
+   canonical Parquet copy that every engine reads (the input itself is never modified).
+3. Optional contribution bound (source-level unit): at most L objects per source.
+4. Global source weights: repeat a map over objects (per-source loss sums, exact fixed point)
+   and a reduce by source, until the source qualities stop changing.
+5. Synthesis: per object, bandwidth, local (Hampel IRWLS) weights, combined weights clipped to
+   the public ratio cap, then Algorithm 1 with the randomized plausible-deniability test.
+6. Write the synthetic claims to staging from where they live, validate, then publish data
+   and manifest in one Iceberg commit — or quarantine and refund the budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.crowd_input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
+from pipelines.engines import make_engine
+from pipelines.engines.base import Engine
+from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined, ReleaseRefused
+from pipelines.lake import Lake, ReleaseAlreadyPublished
+from pipelines.ledger import BudgetExceeded, PrivacyLedger
+from pipelines.validation import validate_crowd_input, validate_crowd_output
+from schemas.crowd_config import CrowdConfig
+from schemas.tables import (
+    ROW_NUMBER,
+    claims_schema,
+    source_loss_schema,
+    synthesis_outcome_schema,
+    synthetic_claims_schema,
+)
+from transforms.bandwidth import object_bandwidths
+from transforms.baselines import uniform_weights
+from transforms.claims_block import ClaimsBlock
+from transforms.combined_weights import clip_weight_ratio, combined_weights
+from transforms.contribution_bound import bound_source_contributions
+from transforms.crowd_synthesis import SynthesisParameters, synthesize_block
+from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
+from transforms.global_weights import (
+    SourceQuality,
+    global_weights,
+    source_loss_contributions,
+    source_quality_change,
+    update_source_quality,
+)
+from transforms.keyed_randomness import new_release_secret, secret_from_hex
+from transforms.local_weights import local_weights
+from transforms.privacy_guarantee import crowd_guarantee
+
+TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
+RELEASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+SUMMARY_ROW = -1
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    release_id: str
+    status: str
+    manifest: dict[str, Any]
+    already_published: bool = False
+
+
+def release_secret() -> tuple[bytes, str]:
+    """The release secret and where it came from (never the secret itself in any output)."""
+    fixed = os.environ.get(TEST_SECRET_VARIABLE)
+    if fixed:
+        try:
+            return secret_from_hex(fixed), f"{TEST_SECRET_VARIABLE} (fixed: tests and audits only)"
+        except ValueError as error:
+            raise PrivlakeError(f"{TEST_SECRET_VARIABLE}: {error}") from None
+    return new_release_secret(), "operating system (fresh per release)"
+
+
+def new_release_id(dataset: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{dataset}-{stamp}-{os.urandom(3).hex()}"
+
+
+def code_version() -> str:
+    """The git commit of the code when run from a checkout, else the package version."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        return f"git:{commit}{'+dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"privlake {version('privlake')}"
+        except PackageNotFoundError:
+            return "unknown"
+
+
+class StageTimer:
+    """Wall time per stage, for the manifest, with an optional progress line per stage."""
+
+    def __init__(self, progress: Callable[[str], None] | None):
+        self.timings: dict[str, float] = {}
+        self._progress = progress
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if self._progress:
+            self._progress(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - start, 4)
+
+
+@dataclass(frozen=True)
+class GlobalPassSide:
+    floor: float
+    source_quality: SourceQuality
+
+
+def global_pass_block(frame: pd.DataFrame, side: GlobalPassSide) -> pd.DataFrame:
+    """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums."""
+    block = ClaimsBlock.from_frame(frame)
+    bandwidths = object_bandwidths(block, side.floor)
+    return source_loss_contributions(block, bandwidths, side.source_quality)
+
+
+@dataclass(frozen=True)
+class SynthesisSide:
+    floor: float
+    source_quality: SourceQuality
+    weights_method: str
+    local_tolerance: float
+    local_max_iterations: int
+    weight_ratio_cap: float
+    parameters: SynthesisParameters
+    secret: bytes
+    release_id: str
+
+
+def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSide) -> np.ndarray:
+    """The per-claim seed weights of the configured method (PrisCrowd: combined)."""
+    method = side.weights_method
+    if method == "uniform":
+        weights = uniform_weights(block)
+    elif method == "global":
+        weights = global_weights(block, side.source_quality)
+    else:
+        local = local_weights(block, bandwidths, side.local_tolerance, side.local_max_iterations).weights
+        if method == "local":
+            weights = local
+        else:
+            return combined_weights(block, local, side.source_quality.lookup(block.source_ids), side.weight_ratio_cap)
+    return clip_weight_ratio(weights, block.offsets, side.weight_ratio_cap)
+
+
+def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
+    """Map-by-object synthesis: released claims plus one summary row per object."""
+    block = ClaimsBlock.from_frame(frame)
+    bandwidths = object_bandwidths(block, side.floor)
+    weights = object_weights(block, bandwidths, side)
+    result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
+    claims = result.claims
+    objects = result.objects
+    released = pd.DataFrame(
+        {
+            "object_id": claims["object_id"],
+            "claim_index": claims["claim_index"].astype(np.int32),
+            "value": claims["value"].astype(np.float64),
+        }
+    )
+    summary = pd.DataFrame(
+        {
+            "object_id": objects["object_id"],
+            "claim_index": np.full(len(objects), SUMMARY_ROW, dtype=np.int32),
+            "value": np.zeros(len(objects)),
+            "claims": objects["claims"].astype(np.int64),
+            "released": objects["released"].astype(np.int64),
+            "attempts": objects["attempts"].astype(np.int64),
+            "suppressed": objects["suppressed"].astype(bool),
+            "reason": objects["reason"].astype(str),
+        }
+    )
+    return pd.concat([released, summary], ignore_index=True)
+
+
+def released_rows(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:
+    rows = frame[frame["claim_index"] >= 0]
+    return rows[["object_id", "claim_index", "value"]].reset_index(drop=True)
+
+
+def summary_rows(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:
+    return frame[frame["claim_index"] == SUMMARY_ROW].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class BoundSide:
+    max_objects_per_source: int
+    secret: bytes
+    release_id: str
+
+
+def bound_block(frame: pd.DataFrame, side: BoundSide) -> pd.DataFrame:
+    return bound_source_contributions(frame, side.max_objects_per_source, side.secret, side.release_id)
+
+
+def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
+    privacy = config.privacy
+    synthesis = config.synthesis
+    try:
+        return crowd_guarantee(
+            k=privacy.k,
+            gamma=privacy.gamma,
+            epsilon0=privacy.epsilon0,
+            weight_ratio_cap=privacy.weight_ratio_cap,
+            delta_target=privacy.delta,
+            t=privacy.t,
+            claims_per_object=synthesis.claims_per_object,
+            max_attempts_per_object=synthesis.effective_max_attempts,
+            max_objects_per_source=privacy.max_objects_per_source,
+        )
+    except ValueError as error:
+        raise PrivlakeError(f"privacy: {error}") from None
+
+
+def headline_guarantee(guarantee: dict[str, Any], unit: str) -> tuple[float, float, str]:
+    """(epsilon, delta, unit text) shown at the top of the manifest and charged to the ledger."""
+    if unit == "source":
+        per_source = guarantee["composition"]["per_source"]
+        return per_source["epsilon"], per_source["delta"], guarantee["composition"]["per_source"]["privacy_unit"]
+    return guarantee["epsilon"], guarantee["delta"], guarantee["privacy_unit"]
+
+
+def _staging_input(claims: pd.DataFrame, directory: Path, schema: pa.Schema) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "claims.parquet"
+    table = pa.Table.from_pandas(claims[list(schema.names)], schema=schema, preserve_index=False)
+    pq.write_table(table, path, row_group_size=1 << 20)
+    return path
+
+
+def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
+    evaluation = config.evaluation
+    if evaluation.truth_path is None:
+        return None
+    path = evaluation.truth_path
+    if not path.is_file():
+        raise InputError(str(path), "truth file not found")
+    try:
+        frame = pd.read_csv(path)
+    except (ValueError, OSError) as error:
+        raise InputError(str(path), f"cannot be read as CSV: {error}") from None
+    id_column = evaluation.truth_columns.get("object_id", "object_id")
+    truth_column = evaluation.truth_columns.get("truth", "truth")
+    for column in (id_column, truth_column):
+        if column not in frame.columns:
+            raise InputError(str(path), "truth column is missing", column=column)
+    ids = frame[id_column]
+    ids = ids.astype(np.int64) if pa.types.is_integer(id_type) else ids.astype(str)
+    return pd.Series(pd.to_numeric(frame[truth_column], errors="coerce").to_numpy(), index=ids.to_numpy()).dropna()
+
+
+def evaluate_release(released: pd.DataFrame, raw_claims: pd.DataFrame, truth: pd.Series | None) -> dict[str, Any]:
+    """Utility figures for the manifest (computed on the raw data: an internal report, not DP)."""
+    report: dict[str, Any] = {"note": "computed from the raw input; internal utility report, not privacy-protected"}
+    if truth is None:
+        return report
+    released_estimate = per_object_truth_estimate(released, method="median")
+    raw_estimate = per_object_truth_estimate(raw_claims, method="median")
+    common = released_estimate.index.intersection(truth.index)
+    report["truth_objects"] = int(len(common))
+    if len(common):
+        report["truth_mae_released_median"] = float(truth_mean_absolute_error(released_estimate, truth))
+        report["truth_mae_raw_median_same_objects"] = float(truth_mean_absolute_error(raw_estimate.loc[common], truth))
+    return report
+
+
+def run_crowd_release(
+    config: CrowdConfig,
+    *,
+    engine_name: str | None = None,
+    master: str | None = None,
+    release_id: str | None = None,
+    engine: Engine | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ReleaseOutcome:
+    """Run one crowd release end to end and return its id, status and manifest."""
+    started = datetime.now(UTC)
+    timer = StageTimer(progress)
+    lake = Lake(config.lake)
+    if release_id is None:
+        release_id = new_release_id(config.dataset)
+    if not RELEASE_ID_PATTERN.match(release_id):
+        raise PrivlakeError(f"release id {release_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+    if lake.is_published(release_id):
+        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+
+    guarantee = guarantee_for(config)
+    epsilon, delta, privacy_unit = headline_guarantee(guarantee, config.privacy.unit)
+    ledger = PrivacyLedger(lake)
+    budget = config.privacy.budget
+    if budget is not None:
+        try:
+            ledger.reserve(config.dataset, release_id, epsilon, delta, budget.epsilon, budget.delta, "crowd")
+        except BudgetExceeded as error:
+            raise ReleaseRefused(str(error)) from None
+    try:
+        return _run_reserved(
+            config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
+            engine, engine_name, master,
+        )
+    except ReleaseAlreadyPublished:
+        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    except ReleaseQuarantined:
+        raise
+    except BaseException:
+        if budget is not None:
+            ledger.refund(config.dataset, release_id)
+        lake.discard_staging(release_id)
+        raise
+
+
+def _run_reserved(
+    config: CrowdConfig,
+    lake: Lake,
+    ledger: PrivacyLedger,
+    guarantee: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    privacy_unit: str,
+    release_id: str,
+    started: datetime,
+    timer: StageTimer,
+    engine: Engine | None,
+    engine_name: str | None,
+    master: str | None,
+) -> ReleaseOutcome:
+    secret, secret_source = release_secret()
+    settings = config.input
+    with timer.stage("read input"):
+        claims = read_crowd_claims(settings)
+        fingerprint = input_fingerprint(settings.path, settings.columns.model_dump())
+    with timer.stage("validate input"):
+        input_validation = validate_crowd_input(
+            claims, file_name=str(settings.path), duplicates_policy=settings.duplicates
+        )
+        if not input_validation.success:
+            raise PrivlakeError(input_validation.issues[0].line())
+        claims = apply_duplicates_policy(claims, settings.duplicates)
+    object_type = arrow_id_type(claims["object_id"])
+    source_type = arrow_id_type(claims["source_id"])
+    truth = _read_truth(config, object_type)
+    input_schema = claims_schema(object_type, source_type)
+    k = config.privacy.k
+    claims_per_object = claims.groupby("object_id", sort=False).size()
+    if settings.small_objects == "reject" and (claims_per_object < k).any():
+        small = claims_per_object[claims_per_object < k].index[0]
+        first_row = int(claims.loc[claims["object_id"] == small, ROW_NUMBER].iloc[0])
+        raise InputError(
+            str(settings.path),
+            f"object {small!r} has {int(claims_per_object[small])} claims, fewer than k={k} "
+            "(input.small_objects is 'reject')",
+            row=first_row,
+            column=settings.columns.object_id,
+        )
+    if int((claims_per_object >= k).sum()) == 0:
+        raise InputError(str(settings.path), f"no object has at least k={k} claims: nothing could be released")
+
+    staging = lake.staging_directory(release_id)
+    staged_input = _staging_input(claims, staging / "input", input_schema)
+    raw_for_evaluation = claims[["object_id", "value"]] if truth is not None else None
+    input_rows = len(claims)
+    del claims
+
+    owns_engine = engine is None
+    if engine is None:
+        engine_settings = config.engine
+        chosen = engine_name or engine_settings.name
+        with timer.stage("start engine"):
+            engine = make_engine(
+                chosen,
+                master=master or engine_settings.spark.master,
+                spark_conf=dict(engine_settings.spark.conf),
+                beam_options=list(engine_settings.beam.options),
+                parallelism=engine_settings.parallelism,
+            )
+    try:
+        outcome = _run_on_engine(
+            config, engine, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
+            secret, secret_source, staged_input, input_schema, object_type, fingerprint, input_validation,
+            input_rows, truth, raw_for_evaluation,
+        )
+    finally:
+        if owns_engine:
+            engine.close()
+    return outcome
+
+
+def _run_on_engine(
+    config: CrowdConfig,
+    engine: Engine,
+    lake: Lake,
+    ledger: PrivacyLedger,
+    guarantee: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    privacy_unit: str,
+    release_id: str,
+    started: datetime,
+    timer: StageTimer,
+    secret: bytes,
+    secret_source: str,
+    staged_input: Path,
+    input_schema: pa.Schema,
+    object_type: pa.DataType,
+    fingerprint: str,
+    input_validation: Any,
+    input_rows: int,
+    truth: pd.Series | None,
+    raw_for_evaluation: pd.DataFrame | None,
+) -> ReleaseOutcome:
+    privacy = config.privacy
+    synthesis = config.synthesis
+    weights_config = config.weights
+    floor = synthesis.effective_bandwidth_floor
+    source_type = input_schema.field("source_id").type
+
+    claims = engine.read_parquet([staged_input], input_schema)
+    bounded_rows = None
+    if privacy.max_objects_per_source is not None:
+        with timer.stage("bound contributions"):
+            claims = engine.map_groups(
+                claims, "source_id", bound_block, input_schema,
+                side=BoundSide(privacy.max_objects_per_source, secret, release_id),
+            )
+            claims = engine.persist(claims)
+            bounded_rows = engine.count(claims)
+    claims = engine.persist(engine.cluster_by_key(claims, "object_id"))
+
+    quality = SourceQuality.uniform()
+    iterations = 0
+    converged = True
+    if weights_config.method in ("combined", "global"):
+        control = weights_config.global_weights
+        converged = False
+        with timer.stage("global weights"):
+            for iterations in range(1, control.max_iterations + 1):  # noqa: B007
+                contributions = engine.map_groups(
+                    claims, "object_id", global_pass_block, source_loss_schema(source_type),
+                    side=GlobalPassSide(floor, quality),
+                )
+                sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
+                updated = update_source_quality(sums)
+                change = source_quality_change(quality, updated)
+                quality = updated
+                if change < control.tolerance:
+                    converged = True
+                    break
+
+    parameters = SynthesisParameters(
+        claims_per_object=synthesis.claims_per_object,
+        k=privacy.k,
+        gamma=privacy.gamma,
+        epsilon0=privacy.epsilon0,
+        precision=synthesis.precision,
+        max_attempts_per_object=synthesis.effective_max_attempts,
+        batch_size=synthesis.effective_batch_size,
+    )
+    side = SynthesisSide(
+        floor=floor,
+        source_quality=quality,
+        weights_method=weights_config.method,
+        local_tolerance=weights_config.local_weights.tolerance,
+        local_max_iterations=weights_config.local_weights.max_iterations,
+        weight_ratio_cap=privacy.weight_ratio_cap,
+        parameters=parameters,
+        secret=secret,
+        release_id=release_id,
+    )
+    output_schema = synthetic_claims_schema(object_type)
+    outcome_schema = synthesis_outcome_schema(object_type)
+    with timer.stage("synthesize"):
+        outcome = engine.persist(engine.map_groups(claims, "object_id", synthesis_block, outcome_schema, side=side))
+        summary = engine.collect(engine.map_batches(outcome, summary_rows, outcome_schema))
+    with timer.stage("write staging"):
+        released = engine.map_batches(outcome, released_rows, output_schema)
+        files = engine.write_parquet(released, staged_input.parent.parent / "data", output_schema)
+    engine.unpersist(outcome)
+    engine.unpersist(claims)
+
+    with timer.stage("validate output"):
+        released_frame = (
+            pq.ParquetDataset([str(f) for f in files]).read().to_pandas()
+            if files
+            else output_schema.empty_table().to_pandas()
+        )
+        output_validation = validate_crowd_output(
+            released_frame, summary, claims_per_object=synthesis.claims_per_object, k=privacy.k
+        )
+    evaluation = evaluate_release(released_frame, raw_for_evaluation, truth) if truth is not None else {}
+
+    suppressed = summary[summary["suppressed"]]
+    released_objects = summary[~summary["suppressed"]]
+    shortfall = released_objects[released_objects["released"] < synthesis.claims_per_object]
+    attempts = int(released_objects["attempts"].sum())
+    manifest: dict[str, Any] = {
+        "release_id": release_id,
+        "kind": "crowd",
+        "dataset": config.dataset,
+        "status": "published" if output_validation.success else "quarantined",
+        "epsilon": epsilon,
+        "delta": delta,
+        "privacy_unit": privacy_unit,
+        "guarantee": guarantee,
+        "rows": int(len(released_frame)),
+        "objects_released": int((released_objects["released"] > 0).sum()),
+        "objects_suppressed": int(len(suppressed)),
+        "suppressed_reasons": {str(k): int(v) for k, v in suppressed["reason"].value_counts().items()},
+        "objects_short": int(len(shortfall)),
+        "shortfall_claims": int((synthesis.claims_per_object - shortfall["released"]).sum()),
+        "candidate_attempts": attempts,
+        "pass_rate": (float(released_objects["released"].sum()) / attempts) if attempts else None,
+        "global_weights": {"iterations": iterations, "converged": bool(converged), "sources": int(len(quality.source_ids))},
+        "engine": engine.name,
+        "input_fingerprint": fingerprint,
+        "input_rows": input_rows,
+        "input_rows_after_contribution_bound": bounded_rows,
+        "config": config.model_dump(mode="json", by_alias=True),
+        "validation": {"input": input_validation.to_json(), "output": output_validation.to_json()},
+        "evaluation": evaluation,
+        "timings": {},
+        "code_version": code_version(),
+        "secret_source": secret_source,
+        "created_at": started.isoformat(),
+        "python": sys.version.split()[0],
+    }
+    if not output_validation.success:
+        manifest["timings"] = dict(timer.timings)
+        lake.quarantine(release_id, files, manifest)
+        if config.privacy.budget is not None:
+            ledger.refund(config.dataset, release_id)
+        raise ReleaseQuarantined(f"release {release_id} failed output validation and was quarantined: "
+                                 f"{output_validation.issues[0].line() if output_validation.issues else 'see manifest'}")
+    with timer.stage("publish"):
+        manifest["timings"] = dict(timer.timings)
+        lake.publish(release_id, "crowd", files, output_schema, manifest)
+    manifest["timings"] = dict(timer.timings)
+    lake.discard_staging(release_id)
+    return ReleaseOutcome(release_id, "published", manifest)
