@@ -250,8 +250,9 @@ def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
 def headline_guarantee(guarantee: dict[str, Any], unit: str) -> tuple[float, float, str]:
     """(epsilon, delta, unit text) shown at the top of the manifest and charged to the ledger."""
     if unit == "source":
-        per_source = guarantee["composition"]["per_source"]
-        return per_source["epsilon"], per_source["delta"], guarantee["composition"]["per_source"]["privacy_unit"]
+        per_source = guarantee["composition"]["per_source_per_test"]
+        bound = guarantee["composition"]["per_source_per_test"]["invocations"]
+        return per_source["epsilon"], per_source["delta"], f"one source (all its claims, at most {bound} objects)"
     return guarantee["epsilon"], guarantee["delta"], guarantee["privacy_unit"]
 
 
@@ -366,7 +367,10 @@ def _run_reserved(
         fingerprint = input_fingerprint(settings.path, settings.columns.model_dump())
     with timer.stage("validate input"):
         input_validation = validate_crowd_input(
-            claims, file_name=str(settings.path), duplicates_policy=settings.duplicates
+            claims,
+            file_name=str(settings.path),
+            duplicates_policy=settings.duplicates,
+            column_names=settings.columns.model_dump(),
         )
         if not input_validation.success:
             raise PrivlakeError(input_validation.issues[0].line())

@@ -47,7 +47,9 @@ class GaussianMixture:
         means = np.atleast_1d(np.asarray(self.means, dtype=np.float64))
         scales = np.atleast_1d(np.asarray(self.scales, dtype=np.float64))
         if weights.ndim != 1 or weights.shape != means.shape or weights.shape != scales.shape:
-            raise ValueError("weights, means and scales of a Gaussian mixture must be 1-D arrays of one length")
+            raise ValueError(
+                "weights, means and scales of a Gaussian mixture must be 1-D arrays of one length"
+            )
         if len(weights) == 0:
             raise ValueError("a Gaussian mixture needs at least one component")
         if not (np.all(np.isfinite(weights)) and np.all(np.isfinite(means)) and np.all(np.isfinite(scales))):
@@ -178,7 +180,9 @@ def object_value_range(values: np.ndarray) -> float:
     return spread
 
 
-def kde_mixture(values: np.ndarray, weights: np.ndarray | None, bandwidth: float | np.ndarray) -> GaussianMixture:
+def kde_mixture(
+    values: np.ndarray, weights: np.ndarray | None, bandwidth: float | np.ndarray
+) -> GaussianMixture:
     """The weighted Gaussian KDE ``f(x) = Σ_j w_j K_h(x − x_j)`` as a Gaussian mixture.
 
     This is PrisCrowd's object density ``f_i = Σ_s c_is K_h(·, x_is)`` with the combined
@@ -259,7 +263,9 @@ def truth_recovery(estimates: pd.Series, truth: pd.Series | pd.DataFrame) -> Tru
     and the count 0.
     """
     truth_values = _truth_series(truth).astype(np.float64)
-    joined = pd.concat([estimates.astype(np.float64).rename("estimate"), truth_values.rename("truth")], axis=1, join="inner").dropna()
+    joined = pd.concat(
+        [estimates.astype(np.float64).rename("estimate"), truth_values.rename("truth")], axis=1, join="inner"
+    ).dropna()
     if len(joined) == 0:
         return TruthRecovery(float("nan"), 0)
     error = float(np.mean(np.abs(joined["estimate"].to_numpy() - joined["truth"].to_numpy())))

@@ -1,0 +1,53 @@
+"""The engines behind the engine interface (``base.py``) and the factory that picks one.
+
+``make_engine`` imports an engine's library only when that engine is asked for, so the local
+engine never pays for starting PySpark or Beam.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.engines.base import Collection, Engine, EngineError
+
+ENGINE_NAMES = ("local", "spark", "beam")
+
+__all__ = ["ENGINE_NAMES", "Collection", "Engine", "EngineError", "make_engine"]
+
+
+def make_engine(
+    name: str,
+    *,
+    master: str | None = None,
+    spark_conf: dict[str, Any] | None = None,
+    beam_options: list[str] | None = None,
+    spark_session: Any = None,
+    parallelism: int | None = None,
+) -> Engine:
+    """The engine called ``name`` (local, spark or beam), ready to use.
+
+    ``master`` and ``spark_conf`` apply to Spark only (an unreachable master fails within a
+    few seconds with ``EngineError``), ``spark_session`` makes Spark use an existing session,
+    ``beam_options`` are Beam pipeline flags, ``parallelism`` the number of partitions or
+    shards of a key shuffle.
+    """
+    if name not in ENGINE_NAMES:
+        raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+    if name != "spark" and (master is not None or spark_conf or spark_session is not None):
+        raise EngineError(f"a Spark master, configuration or session does not apply to the {name} engine")
+    if name != "beam" and beam_options:
+        raise EngineError(f"Beam pipeline options do not apply to the {name} engine")
+    if name == "local":
+        from pipelines.engines.local import LocalEngine
+
+        return LocalEngine(parallelism=parallelism)
+    if name == "spark":
+        from pipelines.engines.spark import SparkEngine
+
+        if spark_session is not None and master is not None:
+            raise EngineError("give either a Spark master or an existing Spark session, not both")
+        conf = {key: str(value) for key, value in (spark_conf or {}).items()}
+        return SparkEngine(session=spark_session, master=master or "local[*]", conf=conf, parallelism=parallelism)
+    from pipelines.engines.beam import BeamEngine
+
+    return BeamEngine(options=beam_options, parallelism=parallelism)
