@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from pipelines.crowd_input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
 from pipelines.engines import make_engine
-from pipelines.engines.base import Engine
+from pipelines.engines.base import Engine, EngineError
 from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined, ReleaseRefused
 from pipelines.lake import Lake, ReleaseAlreadyPublished
 from pipelines.ledger import BudgetExceeded, PrivacyLedger
@@ -405,13 +405,15 @@ def _run_reserved(
         engine_settings = config.engine
         chosen = engine_name or engine_settings.name
         with timer.stage("start engine"):
-            engine = make_engine(
-                chosen,
-                master=master or engine_settings.spark.master,
-                spark_conf=dict(engine_settings.spark.conf),
-                beam_options=list(engine_settings.beam.options),
-                parallelism=engine_settings.parallelism,
-            )
+            options: dict[str, Any] = {"parallelism": engine_settings.parallelism}
+            if chosen == "spark":
+                options.update(master=master or engine_settings.spark.master, spark_conf=dict(engine_settings.spark.conf))
+            elif chosen == "beam":
+                options.update(beam_options=list(engine_settings.beam.options))
+            try:
+                engine = make_engine(chosen, **options)
+            except EngineError as error:
+                raise PrivlakeError(str(error)) from None
     try:
         outcome = _run_on_engine(
             config, engine, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
@@ -522,8 +524,16 @@ def _run_on_engine(
             if files
             else output_schema.empty_table().to_pandas()
         )
+        objects_table = pd.DataFrame(
+            {
+                "object_id": summary["object_id"],
+                "claims": summary["claims"].astype(np.int64),
+                "released": (summary["released"] > 0).to_numpy(),
+                "suppressed": summary["suppressed"].astype(bool).to_numpy(),
+            }
+        )
         output_validation = validate_crowd_output(
-            released_frame, summary, claims_per_object=synthesis.claims_per_object, k=privacy.k
+            released_frame, objects_table, claims_per_object=synthesis.claims_per_object, k=privacy.k
         )
     evaluation = evaluate_release(released_frame, raw_for_evaluation, truth) if truth is not None else {}
 

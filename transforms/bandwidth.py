@@ -1,16 +1,20 @@
 """Per-object kernel bandwidths (PrisCrowd step 3: ``f_i = Σ_s c_is K_h(·, x_is)``).
 
 The paper leaves the bandwidth open; we use the robust rule of thumb of Silverman (Density
-Estimation for Statistics and Data Analysis, 1986, eq. 3.31)::
+Estimation for Statistics and Data Analysis, 1986, eq. 3.31), with the median absolute
+deviation as a third spread::
 
-    h_i = 0.9 · min(sd_i, IQR_i / 1.349) · n_i^(−1/5)
+    h_i = 0.9 · min(sd_i, IQR_i / 1.349, MAD_i / 0.6745) · n_i^(−1/5)
 
 per object ``i`` with ``n_i`` claims, ``sd_i`` the sample standard deviation (``ddof = 1``) and
 ``IQR_i`` the interquartile range (linear interpolation between order statistics, NumPy's
-default percentile method). ``IQR / 1.349`` is the standard deviation of a normal with that
-IQR, so the minimum protects against heavy tails and outlying claims. When one of the two
-spreads is zero (e.g. most claims identical, so ``IQR = 0``) the non-zero one is used; when both
-are zero (all claims identical, or a single claim) the rule gives 0. Finally
+default percentile method). ``IQR / 1.349`` and ``MAD / 0.6745`` are the standard deviation of a normal with that IQR or
+MAD, so the minimum protects against heavy tails and outlying claims. The MAD matters for the
+small objects of real crowd data: with three claims of which one is absurd (a vandalized
+city population of 10^16), the interpolated IQR is as absurd as the standard deviation, while
+the MAD is the gap between the two sane claims. When more than half of an object's claims are
+identical the MAD is 0 and so is the rule (also for all-identical claims or a single claim):
+the robust spread of such an object really is nil, whatever a minority claims. Finally
 ``h_i = max(h_i, floor)`` so that identical claims never give a zero bandwidth; the floor is
 public configuration (by default the release's value precision), never derived from the data.
 
@@ -26,6 +30,7 @@ from transforms.claims_block import ClaimsBlock
 
 SILVERMAN_FACTOR = 0.9
 NORMAL_IQR = 1.349
+NORMAL_MAD = 0.6745
 SORT_CHUNK_CLAIMS = 1 << 20
 """Whole objects are sorted in chunks of about this many claims (cache-friendly; same result)."""
 
@@ -73,9 +78,8 @@ def per_object_percentiles(
 def object_bandwidths(block: ClaimsBlock, floor: float | np.ndarray) -> np.ndarray:
     """(O,) bandwidth ``h_i`` of each object by the robust Silverman rule, floored.
 
-    ``h_i = max(0.9 · min(sd_i, IQR_i / 1.349) · n_i^(−1/5), floor)``, where the minimum falls
-    back to the non-zero one of ``sd_i`` and ``IQR_i / 1.349`` when the other is zero (see the
-    module docstring). ``floor`` is a positive scalar or an (O,) array.
+    ``h_i = max(0.9 · min(sd_i, IQR_i / 1.349, MAD_i / 0.6745) · n_i^(−1/5), floor)``, the
+    zero when more than half of the claims coincide (see the module docstring). ``floor`` is a positive scalar or an (O,) array.
     """
     floor_array = np.broadcast_to(np.asarray(floor, dtype=np.float64), (block.number_of_objects,))
     if not np.all(floor_array > 0):
@@ -90,12 +94,12 @@ def object_bandwidths(block: ClaimsBlock, floor: float | np.ndarray) -> np.ndarr
     deviation = block.values - mean[object_of_claim]
     squares = np.bincount(object_of_claim, weights=deviation * deviation, minlength=len(counts))
     standard_deviation = np.sqrt(squares / np.maximum(counts - 1, 1))
-    first_quartile, third_quartile = per_object_percentiles(block.values, block.offsets, (25.0, 75.0))
+    first_quartile, median, third_quartile = per_object_percentiles(block.values, block.offsets, (25.0, 50.0, 75.0))
     normal_iqr_spread = (third_quartile - first_quartile) / NORMAL_IQR
-    spread = np.where(
-        (standard_deviation > 0) & (normal_iqr_spread > 0),
-        np.minimum(standard_deviation, normal_iqr_spread),
-        np.maximum(standard_deviation, normal_iqr_spread),
+    (absolute_deviation_median,) = per_object_percentiles(
+        np.abs(block.values - median[object_of_claim]), block.offsets, (50.0,)
     )
+    normal_mad_spread = absolute_deviation_median / NORMAL_MAD
+    spread = np.minimum(np.minimum(standard_deviation, normal_iqr_spread), normal_mad_spread)
     bandwidth = SILVERMAN_FACTOR * spread * counts.astype(np.float64) ** (-0.2)
     return np.maximum(bandwidth, floor_array)

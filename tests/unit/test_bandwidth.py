@@ -21,32 +21,54 @@ def block_of(*objects: list[float]) -> ClaimsBlock:
     return ClaimsBlock(np.arange(len(objects)), offsets, sources, values)
 
 
+def hand_spread(claims: list[float]) -> float:
+    """min of sd, IQR/1.349, MAD/0.6745 (statistics module, by hand)."""
+    ordered = sorted(claims)
+    quartiles = np.percentile(ordered, [25, 75])
+    median = statistics.median(ordered)
+    mad = statistics.median([abs(x - median) for x in ordered])
+    return min(statistics.stdev(ordered), (quartiles[1] - quartiles[0]) / 1.349, mad / 0.6745)
+
+
 def test_rule_matches_hand_computation():
-    claims = [1.0, 2.0, 3.0, 4.0, 10.0]
-    # sorted, n = 5: the 25th percentile sits at position 1 (value 2), the 75th at position 3 (value 4)
+    claims = [1.0, 2.0, 3.0, 4.0, 13.0]
+    # sorted, n = 5: the 25th percentile sits at position 1 (value 2), the 75th at position 3 (value 4);
+    # median 3, absolute deviations 2, 1, 0, 1, 10 -> MAD 1
     iqr_spread = (4.0 - 2.0) / 1.349
+    mad_spread = 1.0 / 0.6745
     sd = statistics.stdev(claims)
-    expected = 0.9 * min(sd, iqr_spread) * 5 ** (-0.2)
+    expected = 0.9 * min(sd, iqr_spread, mad_spread) * 5 ** (-0.2)
     assert iqr_spread < sd
+    assert expected == pytest.approx(0.9 * hand_spread(claims) * 5 ** (-0.2), rel=1e-14)
     assert object_bandwidths(block_of(claims), 1e-9)[0] == pytest.approx(expected, rel=1e-14)
+
+
+def test_median_absolute_deviation_tames_an_absurd_claim_among_three():
+    claims = [100.0, 102.0, 1e16]
+    # median 102, absolute deviations 2, 0, ~1e16 -> MAD 2; the IQR and sd are ~1e16
+    expected = 0.9 * (2.0 / 0.6745) * 3 ** (-0.2)
+    assert object_bandwidths(block_of(claims), 1e-9)[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_rule_with_interpolated_quartiles_and_sd_smaller_than_iqr():
     claims = [0.0, 1.0, 2.0, 3.0]
     # positions 0.75 and 2.25: quartiles 0.75 and 2.25, IQR 1.5 -> 1.112; sd = 1.291
+    # median 1.5, absolute deviations 1.5, 0.5, 0.5, 1.5 -> MAD 1.0 -> 1.483: the IQR term wins
     iqr_spread = 1.5 / 1.349
     sd = statistics.stdev(claims)
-    expected = 0.9 * min(sd, iqr_spread) * 4 ** (-0.2)
+    expected = 0.9 * min(sd, iqr_spread, 1.0 / 0.6745) * 4 ** (-0.2)
+    assert expected == pytest.approx(0.9 * iqr_spread * 4 ** (-0.2))
     assert object_bandwidths(block_of(claims), 1e-9)[0] == pytest.approx(expected, rel=1e-14)
     two_points = [0.0, 10.0]
-    # IQR = 5, sd = 7.07: the IQR term wins
+    # IQR = 5 -> 3.71, MAD = 5 -> 7.41, sd = 7.07: the IQR term wins
     assert object_bandwidths(block_of(two_points), 1e-9)[0] == pytest.approx(0.9 * 5 / 1.349 * 2 ** (-0.2))
 
 
-def test_zero_iqr_falls_back_to_the_standard_deviation():
-    claims = [5.0, 5.0, 5.0, 5.0, 9.0]
-    expected = 0.9 * statistics.stdev(claims) * 5 ** (-0.2)
-    assert object_bandwidths(block_of(claims), 1e-9)[0] == pytest.approx(expected, rel=1e-14)
+def test_a_majority_of_identical_claims_gets_the_floor_whatever_the_minority_claims():
+    # quartiles both 5 and median absolute deviation 0 although the sd is large
+    for claims in ([5.0, 5.0, 5.0, 5.0, 9.0], [18566.0, 6.6e18, 18566.0, 18566.0]):
+        assert statistics.stdev(claims) > 1
+        assert object_bandwidths(block_of(claims), 0.5)[0] == 0.5
 
 
 def test_identical_claims_and_single_claims_get_the_floor():
