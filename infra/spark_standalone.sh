@@ -29,22 +29,31 @@ alive() {
     [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
+any_alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
 stop_cluster() {
-    local pid_file pid waited
+    local pid_file pids=() waited=0
     for pid_file in "$state_dir"/worker-*.pid "$state_dir"/master.pid; do
         [[ -f $pid_file ]] || continue
-        pid=$(cat "$pid_file")
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            waited=0
-            while kill -0 "$pid" 2>/dev/null && ((waited < 100)); do
-                sleep 0.1
-                waited=$((waited + 1))
-            done
-            kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-        fi
-        rm -f "$pid_file"
+        pids+=("$(cat "$pid_file")")
     done
+    if ((${#pids[@]})); then
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        while any_alive "${pids[@]}" && ((waited < 150)); do
+            sleep 0.1
+            waited=$((waited + 1))
+        done
+        for pid in "${pids[@]}"; do
+            kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+        done
+    fi
+    rm -f "$state_dir"/worker-*.pid "$state_dir"/master.pid
 }
 
 start_cluster() {

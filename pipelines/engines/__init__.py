@@ -47,7 +47,9 @@ def make_engine(
         if spark_session is not None and master is not None:
             raise EngineError("give either a Spark master or an existing Spark session, not both")
         conf = {key: str(value) for key, value in (spark_conf or {}).items()}
-        return SparkEngine(session=spark_session, master=master or "local[*]", conf=conf, parallelism=parallelism)
+        return SparkEngine(
+            session=spark_session, master=master or "local[*]", conf=conf, parallelism=parallelism
+        )
     from pipelines.engines.beam import BeamEngine
 
     return BeamEngine(options=beam_options, parallelism=parallelism)

@@ -17,12 +17,25 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
   groups share its frame.
 * ``sum_by_key(c, key, columns)`` sums the integer ``columns`` per key value and returns the
   result on the driver as a pandas DataFrame sorted by key. Integer sums are exact, so the
-  result does not depend on partitioning.
+  result does not depend on partitioning. Sums are int64 columns; a null value counts as
+  zero; a total outside the int64 range raises ``EngineError``.
+* Keys (``map_groups``, ``sum_by_key``, ``cluster_by_key``) are integer or string columns;
+  "sorted by key" means ascending, strings by UTF-8 bytes, nulls first (Spark's order).
+* Every engine converts between Arrow and pandas the same way: the frames ``fn`` receives and
+  ``collect`` returns have plain NumPy dtypes (object for strings; an integer column holding
+  nulls arrives as float64), and ``fn``'s result is cast safely to ``schema``. ``fn`` is
+  never called with an empty frame, and at most ``rows_per_call`` rows (an engine setting)
+  reach one call unless a single group is larger.
 * ``cluster_by_key(c, key)`` co-locates each key's rows and keeps them so; later
   ``map_groups`` on the same key need no new shuffle. ``persist``/``unpersist`` cache.
 * ``write_parquet(c, directory, schema)`` writes the rows as Parquet files into
   ``directory`` from where the rows live (executors on a cluster), with deterministic file
   names so a retried task overwrites rather than duplicates, and returns the file paths.
+  One plain Parquet file per non-empty partition (``part-NNNNN.parquet``, written under a
+  temporary name and renamed); ``directory`` must be reachable by the workers, and a
+  directory should receive one ``write_parquet`` only.
+* ``persist`` may compute the collection at once (Beam materializes to the engine's temp
+  folder); ``unpersist`` drops the cached copy, after which the collection is recomputed.
 * ``side`` is any picklable value; engines ship it once per worker (Spark broadcast, Beam
   side input) rather than once per batch.
 """

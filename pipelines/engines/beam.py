@@ -1,7 +1,6 @@
 """The Beam engine: the engine interface as Apache Beam pipelines (DirectRunner by default).
 
-A collection is a lazy recipe — a source (Parquet files or an inline table) and a chain of
-steps — and each terminal operation (``collect``, ``count``, ``sum_by_key``,
+A collection is a lazy recipe — source Parquet files and a chain of steps — and each terminal operation (``collect``, ``count``, ``sum_by_key``,
 ``write_parquet``, ``persist``, ``cluster_by_key``) builds and runs one Beam pipeline. The
 elements of the pipeline's PCollections are Arrow tables (batches of rows), not single rows,
 so the batch functions run vectorized as on the other engines.
@@ -51,8 +50,9 @@ DEFAULT_PARALLELISM = 4
 class BeamCollection(Collection):
     """A recipe for rows with columns ``schema``.
 
-    A root has ``source_files`` or ``source_tables``; any other collection has a ``parent`` and
-    a ``step``. ``materialized`` lists Parquet files that hold the rows once computed (persist,
+    A root has ``source_files`` (``from_pandas`` writes the frame to the engine's temp folder
+    first: inline data in a pipeline graph is pickled into it and is slow to ship); any other
+    collection has a ``parent`` and a ``step``. ``materialized`` lists Parquet files that hold the rows once computed (persist,
     cluster_by_key). ``whole_groups_key`` is set when every element (and every materialized
     file) holds whole groups of that key, sorted by it.
     """
@@ -60,7 +60,6 @@ class BeamCollection(Collection):
     schema: pa.Schema
     engine_id: int = field(default=0, repr=False)
     source_files: list[str] | None = None
-    source_tables: list[pa.Table] | None = None
     parent: BeamCollection | None = None
     step: tuple[Any, ...] | None = None
     materialized: list[str] | None = None
@@ -155,13 +154,17 @@ class _ClusterShard(beam.DoFn):
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]]) -> Iterator[pa.Table]:
         _, tables = shard_rows
         ordered = _sorted_shard(tables, self.key, self.schema)
-        yield from arrow.whole_group_chunks(ordered.to_batches(arrow.READ_BATCH_ROWS), self.key, self.rows_per_call)
+        yield from arrow.whole_group_chunks(
+            ordered.to_batches(arrow.READ_BATCH_ROWS), self.key, self.rows_per_call
+        )
 
 
 class _MapShardGroups(beam.DoFn):
     """(shard, batches) -> sort by key -> fn on whole-group chunks."""
 
-    def __init__(self, key: str, fn: BatchFunction, input_schema: pa.Schema, schema: pa.Schema, rows_per_call: int):
+    def __init__(
+        self, key: str, fn: BatchFunction, input_schema: pa.Schema, schema: pa.Schema, rows_per_call: int
+    ):
         self.key = key
         self.fn = fn
         self.input_schema = input_schema
@@ -171,7 +174,9 @@ class _MapShardGroups(beam.DoFn):
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]], side: Any = None) -> Iterator[pa.Table]:
         _, tables = shard_rows
         ordered = _sorted_shard(tables, self.key, self.input_schema)
-        for chunk in arrow.whole_group_chunks(ordered.to_batches(arrow.READ_BATCH_ROWS), self.key, self.rows_per_call):
+        for chunk in arrow.whole_group_chunks(
+            ordered.to_batches(arrow.READ_BATCH_ROWS), self.key, self.rows_per_call
+        ):
             result = arrow.apply_batch_function(self.fn, chunk, side, self.schema)
             if result.num_rows:
                 yield result
@@ -268,7 +273,9 @@ class BeamEngine(Engine):
             raise EngineError("this collection belongs to another engine")
         return collection
 
-    def _child(self, parent: BeamCollection, step: tuple[Any, ...], schema: pa.Schema, **extra: Any):
+    def _child(
+        self, parent: BeamCollection, step: tuple[Any, ...], schema: pa.Schema, **extra: Any
+    ) -> BeamCollection:
         return BeamCollection(
             schema=schema.remove_metadata(), engine_id=id(self), parent=parent, step=step, **extra
         )
@@ -284,8 +291,16 @@ class BeamEngine(Engine):
     def from_pandas(self, frame: pd.DataFrame, schema: pa.Schema) -> BeamCollection:
         arrow.check_schema(schema)
         table = arrow.frame_to_table(frame, schema)
-        pieces = [piece.combine_chunks() for piece in arrow.split_rows(table, self.parallelism) if piece.num_rows]
-        return BeamCollection(schema=schema.remove_metadata(), engine_id=id(self), source_tables=pieces)
+        folder = self._new_folder("frame")
+        written = [
+            arrow.write_parquet_file([piece], folder, arrow.part_file_name(index), schema)
+            for index, piece in enumerate(arrow.split_rows(table, self.parallelism))
+        ]
+        return BeamCollection(
+            schema=schema.remove_metadata(),
+            engine_id=id(self),
+            source_files=[str(path) for path in written if path is not None],
+        )
 
     def map_batches(
         self, collection: Collection, fn: BatchFunction, schema: pa.Schema, side: Any = None
@@ -331,9 +346,11 @@ class BeamEngine(Engine):
         source = self._own(collection)
         (total,) = self._run(
             source,
-            lambda rows, label: rows
-            | f"{label} sizes" >> beam.Map(lambda table: table.num_rows)
-            | f"{label} total" >> beam.CombineGlobally(sum),
+            lambda rows, label: (
+                rows
+                | f"{label} sizes" >> beam.Map(lambda table: table.num_rows)
+                | f"{label} total" >> beam.CombineGlobally(sum)
+            ),
         )
         return int(total)
 
@@ -349,7 +366,9 @@ class BeamEngine(Engine):
         arrow.check_integer_columns(source.schema, columns)
         empty = arrow.empty_partial_sums(source.schema, key, columns)
         combine = _PartialSumsCombineFn(key, columns, empty)
-        (partials,) = self._run(source, lambda rows, label: rows | f"{label} sums" >> beam.CombineGlobally(combine))
+        (partials,) = self._run(
+            source, lambda rows, label: rows | f"{label} sums" >> beam.CombineGlobally(combine)
+        )
         return arrow.finish_sums(partials, key, columns, source.schema.field(key).type)
 
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]:
@@ -401,7 +420,9 @@ class BeamEngine(Engine):
         shutil.rmtree(result_path.parent, ignore_errors=True)
         return values
 
-    def _expand(self, pipeline: beam.Pipeline, collection: BeamCollection, labels: Iterator[int]) -> beam.PCollection:
+    def _expand(
+        self, pipeline: beam.Pipeline, collection: BeamCollection, labels: Iterator[int]
+    ) -> beam.PCollection:
         """The PCollection of Arrow tables that ``collection`` denotes inside ``pipeline``."""
         files = collection.materialized if collection.materialized is not None else collection.source_files
         if files is not None:
@@ -412,11 +433,8 @@ class BeamEngine(Engine):
                 | f"{label} files"
                 >> beam.ParDo(_ReadFiles(collection.schema, collection.whole_groups_key, self.rows_per_call))
             )
-        if collection.parent is None:
-            tables = collection.source_tables or []
-            return pipeline | f"{next(labels):03d} inline" >> beam.Create(tables, reshuffle=False)
+        assert collection.parent is not None and collection.step is not None
         upstream = self._expand(pipeline, collection.parent, labels)
-        assert collection.step is not None
         kind = collection.step[0]
         label = f"{next(labels):03d} {kind}"
         if kind == "map_batches":

@@ -48,9 +48,14 @@ class LocalEngine(Engine):
         self.parallelism = parallelism or DEFAULT_PARALLELISM
         self.rows_per_call = rows_per_call
 
-    def _collection(self, schema: pa.Schema, partitions: list[pa.Table], clustered_key: str | None = None):
+    def _collection(
+        self, schema: pa.Schema, partitions: list[pa.Table], clustered_key: str | None = None
+    ) -> LocalCollection:
         return LocalCollection(
-            schema=schema.remove_metadata(), partitions=partitions, clustered_key=clustered_key, engine_id=id(self)
+            schema=schema.remove_metadata(),
+            partitions=partitions,
+            clustered_key=clustered_key,
+            engine_id=id(self),
         )
 
     def _own(self, collection: Collection) -> LocalCollection:
@@ -66,7 +71,9 @@ class LocalEngine(Engine):
 
     def from_pandas(self, frame: pd.DataFrame, schema: pa.Schema) -> LocalCollection:
         arrow.check_schema(schema)
-        return self._collection(schema, arrow.split_rows(arrow.frame_to_table(frame, schema), self.parallelism))
+        return self._collection(
+            schema, arrow.split_rows(arrow.frame_to_table(frame, schema), self.parallelism)
+        )
 
     def map_batches(
         self, collection: Collection, fn: BatchFunction, schema: pa.Schema, side: Any = None
@@ -77,7 +84,9 @@ class LocalEngine(Engine):
             self._concat(
                 [
                     arrow.apply_batch_function(fn, chunk, side, schema)
-                    for chunk in arrow.row_chunks(partition.to_batches(arrow.READ_BATCH_ROWS), self.rows_per_call)
+                    for chunk in arrow.row_chunks(
+                        partition.to_batches(arrow.READ_BATCH_ROWS), self.rows_per_call
+                    )
                 ],
                 schema,
             )
@@ -92,8 +101,14 @@ class LocalEngine(Engine):
         arrow.check_schema(schema)
         outputs = []
         for partition in clustered.partitions:
-            chunks = arrow.whole_group_chunks(partition.to_batches(arrow.READ_BATCH_ROWS), key, self.rows_per_call)
-            outputs.append(self._concat([arrow.apply_batch_function(fn, chunk, side, schema) for chunk in chunks], schema))
+            chunks = arrow.whole_group_chunks(
+                partition.to_batches(arrow.READ_BATCH_ROWS), key, self.rows_per_call
+            )
+            outputs.append(
+                self._concat(
+                    [arrow.apply_batch_function(fn, chunk, side, schema) for chunk in chunks], schema
+                )
+            )
         return self._collection(schema, outputs)
 
     def cluster_by_key(self, collection: Collection, key: str) -> LocalCollection:
@@ -109,7 +124,11 @@ class LocalEngine(Engine):
         arrow.check_key(source.schema, key)
         arrow.check_integer_columns(source.schema, columns)
         partials = [arrow.empty_partial_sums(source.schema, key, columns)]
-        partials += [arrow.partial_sums(partition, key, columns) for partition in source.partitions if partition.num_rows]
+        partials += [
+            arrow.partial_sums(partition, key, columns)
+            for partition in source.partitions
+            if partition.num_rows
+        ]
         merged = arrow.merge_partial_sums(partials, key, columns)
         return arrow.finish_sums(merged, key, columns, source.schema.field(key).type)
 

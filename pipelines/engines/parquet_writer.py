@@ -79,7 +79,9 @@ def check_key(schema: pa.Schema, key: str) -> None:
     if key not in schema.names:
         raise EngineError(f"key column {key!r} is not in the collection's columns {schema.names}")
     key_type = schema.field(key).type
-    if not (pa.types.is_integer(key_type) or pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
+    if not (
+        pa.types.is_integer(key_type) or pa.types.is_string(key_type) or pa.types.is_large_string(key_type)
+    ):
         raise EngineError(f"key column {key!r} has type {key_type}; a key must be an integer or a string")
 
 
@@ -144,7 +146,10 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 def split_rows(table: pa.Table, pieces: int) -> list[pa.Table]:
     """``table`` cut into ``pieces`` contiguous slices of near-equal length (some may be empty)."""
     bounds = np.linspace(0, table.num_rows, pieces + 1).round().astype(np.int64)
-    return [table.slice(int(start), int(stop - start)) for start, stop in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [
+        table.slice(int(start), int(stop - start))
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
 
 
 def sort_by_key(table: pa.Table, key: str) -> pa.Table:
@@ -305,7 +310,9 @@ def merge_partial_sums(partials: Sequence[pa.Table], key: str, columns: Sequence
 
 
 def empty_partial_sums(schema: pa.Schema, key: str, columns: Sequence[str]) -> pa.Table:
-    fields = [pa.field(key, schema.field(key).type)] + [pa.field(name, pa.int64()) for name in half_sum_names(columns)]
+    fields = [pa.field(key, schema.field(key).type)] + [
+        pa.field(name, pa.int64()) for name in half_sum_names(columns)
+    ]
     return pa.schema(fields).empty_table()
 
 
@@ -314,7 +321,9 @@ def finish_sums(partials: pa.Table, key: str, columns: Sequence[str], key_type: 
 
     Raises ``EngineError`` if a total does not fit in int64.
     """
-    keyed = partials.set_column(partials.column_names.index(key), key, pc.cast(partials.column(key), key_type))
+    keyed = partials.set_column(
+        partials.column_names.index(key), key, pc.cast(partials.column(key), key_type)
+    )
     ordered = sort_by_key(keyed, key)
     result = table_to_frame(ordered.select([key]))
     for column in columns:
@@ -370,7 +379,9 @@ def write_parquet_file(
             temporary_path.unlink()
 
 
-def read_parquet_batches(path: Path | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS) -> Iterator[pa.Table]:
+def read_parquet_batches(
+    path: Path | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
+) -> Iterator[pa.Table]:
     """The rows of one Parquet file as conformed Arrow tables of at most ``batch_rows`` rows."""
     parquet_file = pq.ParquetFile(path)
     missing = [name for name in schema.names if name not in parquet_file.schema_arrow.names]

@@ -76,7 +76,9 @@ def _master_endpoints(master: str) -> list[tuple[str, int]]:
             endpoints.append((host.strip("[]"), int(port)))
         return endpoints
     if master.startswith("k8s://"):
-        address = urlsplit(master[len("k8s://") :] if "://" in master[len("k8s://") :] else "https://" + master[6:])
+        address = urlsplit(
+            master[len("k8s://") :] if "://" in master[len("k8s://") :] else "https://" + master[6:]
+        )
         if address.hostname is None:
             raise EngineError(f"the Spark master URL {master!r} names no Kubernetes API host")
         return [(address.hostname, address.port or 443)]
@@ -99,14 +101,34 @@ def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_
                 return
         except OSError as error:
             reasons.append(f"{host}:{port}: {error.strerror or error}")
-    raise EngineError(f"cannot reach the Spark master {master} ({'; '.join(reasons)}); is the cluster running?")
+    raise EngineError(
+        f"cannot reach the Spark master {master} ({'; '.join(reasons)}); is the cluster running?"
+    )
+
+
+def _start_failure_reason(error: Exception) -> str:
+    """One line saying why a SparkSession did not start (the Java exception, not the Py4J frame)."""
+    text = str(error)
+    if "stopped SparkContext" in text:
+        return "the master did not accept the application (no Spark standalone master answered on that port)"
+    java_lines = [
+        line.lstrip(": ").strip()
+        for line in text.splitlines()
+        if re.match(r"^:? ?[\w.$]+(Exception|Error)\b", line)
+    ]
+    if java_lines:
+        return java_lines[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def _local_cores(master: str) -> int:
     match = re.match(r"^local\[(\*|\d+)", master)
     if match is None:
         return 1
-    return os.cpu_count() or 1 if match.group(1) == "*" else int(match.group(1))
+    if match.group(1) == "*":
+        return os.cpu_count() or 1
+    return int(match.group(1))
 
 
 def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
@@ -167,6 +189,7 @@ class SparkEngine(Engine):
             raise EngineError(f"rows_per_call must be at least 1, not {rows_per_call}")
         self.rows_per_call = rows_per_call
         self._broadcasts: list[Any] = []
+        self._cached_frames: list[Any] = []
         if session is not None:
             self.session = session
             self._owns_session = False
@@ -195,8 +218,9 @@ class SparkEngine(Engine):
         try:
             session = builder.getOrCreate()
         except Exception as error:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise EngineError(f"could not start Spark on master {master}: {first_line}") from error
+            raise EngineError(
+                f"could not start Spark on master {master}: {_start_failure_reason(error)}"
+            ) from error
         session.sparkContext.setLogLevel("ERROR")
         return session, True
 
@@ -207,6 +231,12 @@ class SparkEngine(Engine):
             except Exception:  # the context may already be gone
                 pass
         self._broadcasts.clear()
+        for frame in self._cached_frames:
+            try:
+                frame.unpersist()
+            except Exception:  # the context may already be gone
+                pass
+        self._cached_frames.clear()
         if self._owns_session:
             self.session.stop()
             self._owns_session = False
@@ -238,7 +268,7 @@ class SparkEngine(Engine):
     def from_pandas(self, frame: pd.DataFrame, schema: pa.Schema) -> SparkCollection:
         structure = spark_schema(schema)
         table = arrow.frame_to_table(frame, schema)
-        return self._collection(schema, self.session.createDataFrame(arrow.table_to_frame(table), structure))
+        return self._collection(schema, self.session.createDataFrame(table, structure))
 
     def map_batches(
         self, collection: Collection, fn: BatchFunction, schema: pa.Schema, side: Any = None
@@ -287,6 +317,7 @@ class SparkEngine(Engine):
         if source.clustered_key == key:
             return source
         clustered = self._clustered_frame(source.frame, key).persist(StorageLevel.MEMORY_AND_DISK)
+        self._cached_frames.append(clustered)
         return self._collection(source.schema, clustered, key)
 
     def sum_by_key(self, collection: Collection, key: str, columns: Sequence[str]) -> pd.DataFrame:
@@ -320,6 +351,7 @@ class SparkEngine(Engine):
         source = self._own(collection)
         if not source.frame.is_cached:
             source.frame.persist(StorageLevel.MEMORY_AND_DISK)
+            self._cached_frames.append(source.frame)
         return source
 
     def unpersist(self, collection: Collection) -> None:

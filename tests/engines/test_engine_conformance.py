@@ -14,6 +14,8 @@ real Spark master, to compare it with the local engine.
 from __future__ import annotations
 
 import math
+import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,9 +56,19 @@ CLAIMS_DTYPES = {
     "flag": np.dtype(bool),
 }
 SCALED_SCHEMA = pa.schema(
-    [("object_id", pa.string()), ("source_id", pa.int64()), ("value_scaled", pa.float64()), ("count", pa.int32())]
+    [
+        ("object_id", pa.string()),
+        ("source_id", pa.int64()),
+        ("value_scaled", pa.float64()),
+        ("count", pa.int32()),
+    ]
 )
-CALLS_SCHEMA_COLUMNS = [("call_id", pa.string()), ("rows", pa.int64()), ("sorted", pa.bool_()), ("call_rows", pa.int64())]
+CALLS_SCHEMA_COLUMNS = [
+    ("call_id", pa.string()),
+    ("rows", pa.int64()),
+    ("sorted", pa.bool_()),
+    ("call_rows", pa.int64()),
+]
 
 # Batch functions defined here travel to Spark executors by value, so that executors (also a
 # standalone cluster's, whose working folder is elsewhere) need not import the tests package.
@@ -70,7 +82,9 @@ def claims_frame(seed: int = 20240611) -> pd.DataFrame:
     generator = np.random.default_rng(seed)
     popularity = generator.gamma(1.0, 1.0, NUMBER_OF_KEYS) + 0.05
     key_index = generator.choice(NUMBER_OF_KEYS, NUMBER_OF_ROWS, p=popularity / popularity.sum())
-    names = np.array([f"object-{index:03d}" if index % 37 else f"objet-é{index}-対象" for index in range(NUMBER_OF_KEYS)])
+    names = np.array(
+        [f"object-{index:03d}" if index % 37 else f"objet-é{index}-対象" for index in range(NUMBER_OF_KEYS)]
+    )
     signs = generator.choice(np.array([-1, 1]), NUMBER_OF_ROWS)
     return pd.DataFrame(
         {
@@ -124,7 +138,9 @@ def _group_statistics(frame: pd.DataFrame, key: str, offset: float) -> pd.DataFr
             "source_min": grouped["source_id"].min().astype(np.int64),
             "big_max": grouped["big"].max().astype(np.int64),
             "flag_any": grouped["flag"].any().astype(bool),
-            "count_total": grouped["count"].agg(lambda counts: sum(int(count) for count in counts)).astype(np.int64),
+            "count_total": grouped["count"]
+            .agg(lambda counts: sum(int(count) for count in counts))
+            .astype(np.int64),
         }
     )
     return result.reset_index()
@@ -162,7 +178,10 @@ def record_calls_by_object_number(frame: pd.DataFrame, side: Any) -> pd.DataFram
     return _record_calls(frame, "object_number")
 
 
-GROUP_FUNCTIONS = {"object_id": group_statistics_by_object_id, "object_number": group_statistics_by_object_number}
+GROUP_FUNCTIONS = {
+    "object_id": group_statistics_by_object_id,
+    "object_number": group_statistics_by_object_number,
+}
 RECORD_FUNCTIONS = {"object_id": record_calls_by_object_id, "object_number": record_calls_by_object_number}
 SCALE_SIDE = {"scale": 2.5}
 OFFSET_SIDE = {"offset": 0.25}
@@ -192,17 +211,22 @@ def primitive_results(engine: Engine, frame: pd.DataFrame, workdir: Path) -> dic
     scaled = engine.map_batches(claims, scale_values, SCALED_SCHEMA, side=SCALE_SIDE)
     results["map_batches"] = _normalized(engine.collect(scaled), ["object_id", "source_id", "value_scaled"])
     for key in ("object_id", "object_number"):
-        statistics = engine.map_groups(claims, key, GROUP_FUNCTIONS[key], statistic_schema(key), side=OFFSET_SIDE)
+        statistics = engine.map_groups(
+            claims, key, GROUP_FUNCTIONS[key], statistic_schema(key), side=OFFSET_SIDE
+        )
         results[f"map_groups:{key}"] = _normalized(engine.collect(statistics), [key])
         calls = engine.map_groups(claims, key, RECORD_FUNCTIONS[key], calls_schema(key))
         results[f"calls:{key}"] = summarize_calls(engine.collect(calls), key)
         results[f"sum_by_key:{key}"] = engine.sum_by_key(claims, key, ["big", "count"])
     clustered = engine.cluster_by_key(claims, "object_id")
-    statistics = engine.map_groups(clustered, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE)
+    statistics = engine.map_groups(
+        clustered, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
+    )
     results["clustered:map_groups"] = _normalized(engine.collect(statistics), ["object_id"])
     paths = engine.write_parquet(scaled, workdir / "scaled", SCALED_SCHEMA)
     results["write_parquet"] = _normalized(
-        pa.concat_tables([pq.read_table(path) for path in paths]).to_pandas(), ["object_id", "source_id", "value_scaled"]
+        pa.concat_tables([pq.read_table(path) for path in paths]).to_pandas(),
+        ["object_id", "source_id", "value_scaled"],
     )
     engine.unpersist(clustered)
     return results
@@ -216,7 +240,10 @@ def expected_primitive_results(frame: pd.DataFrame) -> dict[str, Any]:
         {
             "object_id": frame["object_id"],
             "source_id": frame["source_id"],
-            "value_scaled": [value * SCALE_SIDE["scale"] + int(count) for value, count in zip(frame["value"], frame["count"], strict=True)],
+            "value_scaled": [
+                value * SCALE_SIDE["scale"] + int(count)
+                for value, count in zip(frame["value"], frame["count"], strict=True)
+            ],
             "count": frame["count"],
         }
     )
@@ -235,10 +262,23 @@ def expected_primitive_results(frame: pd.DataFrame) -> dict[str, Any]:
                     "count_total": sum(int(count) for count in group["count"]),
                 }
             )
-        statistics = pd.DataFrame(rows).astype({key: CLAIMS_DTYPES[key], "rows": np.int64, "source_min": np.int64, "big_max": np.int64, "count_total": np.int64})
+        statistics = pd.DataFrame(rows).astype(
+            {
+                key: CLAIMS_DTYPES[key],
+                "rows": np.int64,
+                "source_min": np.int64,
+                "big_max": np.int64,
+                "count_total": np.int64,
+            }
+        )
         expected[f"map_groups:{key}"] = statistics
         expected[f"calls:{key}"] = pd.DataFrame(
-            {key: statistics[key], "calls": np.ones(len(statistics), dtype=np.int64), "rows": statistics["rows"], "sorted": True}
+            {
+                key: statistics[key],
+                "calls": np.ones(len(statistics), dtype=np.int64),
+                "rows": statistics["rows"],
+                "sorted": True,
+            }
         )
         sums = {
             key_value: (sum(int(big) for big in group["big"]), sum(int(count) for count in group["count"]))
@@ -272,7 +312,11 @@ def claims() -> pd.DataFrame:
 
 @pytest.fixture(
     scope="module",
-    params=["local", pytest.param("spark", marks=pytest.mark.spark), pytest.param("beam", marks=pytest.mark.beam)],
+    params=[
+        "local",
+        pytest.param("spark", marks=pytest.mark.spark),
+        pytest.param("beam", marks=pytest.mark.beam),
+    ],
 )
 def engine(request: pytest.FixtureRequest):
     """Each engine with its own partition count (3, 4 and 5) and ``ROWS_PER_CALL`` rows per call."""
@@ -283,7 +327,9 @@ def engine(request: pytest.FixtureRequest):
     elif request.param == "spark":
         from pipelines.engines.spark import SparkEngine
 
-        built = SparkEngine(session=request.getfixturevalue("spark_session"), parallelism=4, rows_per_call=ROWS_PER_CALL)
+        built = SparkEngine(
+            session=request.getfixturevalue("spark_session"), parallelism=4, rows_per_call=ROWS_PER_CALL
+        )
     else:
         from pipelines.engines.beam import BeamEngine
 
@@ -298,20 +344,28 @@ def test_claims_fixture_exercises_what_it_should(claims: pd.DataFrame) -> None:
     assert claims.groupby("object_id")["object_number"].nunique().max() == 1
     totals = claims.groupby("object_id")["big"].apply(lambda big: sum(int(value) for value in big))
     float_totals = claims.groupby("object_id")["big"].apply(lambda big: int(big.astype(np.float64).sum()))
-    assert (totals != float_totals).mean() > 0.5, "float64 sums must be inexact here, or exactness is untested"
+    assert (totals != float_totals).mean() > 0.5, (
+        "float64 sums must be inexact here, or exactness is untested"
+    )
     assert totals.abs().max() < 2**63
 
 
-def test_every_primitive_matches_the_brute_force(engine: Engine, claims: pd.DataFrame, tmp_path: Path) -> None:
+def test_every_primitive_matches_the_brute_force(
+    engine: Engine, claims: pd.DataFrame, tmp_path: Path
+) -> None:
     actual = primitive_results(engine, claims, tmp_path)
     assert_results_equal(actual, expected_primitive_results(claims))
     assert actual["collect"].dtypes.to_dict() == CLAIMS_DTYPES
 
 
-def test_map_groups_cuts_calls_at_key_boundaries_within_the_row_bound(engine: Engine, claims: pd.DataFrame) -> None:
+def test_map_groups_cuts_calls_at_key_boundaries_within_the_row_bound(
+    engine: Engine, claims: pd.DataFrame
+) -> None:
     giant = claims.iloc[: 2 * ROWS_PER_CALL].assign(object_id="object-giant")
     collection = engine.from_pandas(pd.concat([claims, giant], ignore_index=True), CLAIMS_SCHEMA)
-    calls = engine.collect(engine.map_groups(collection, "object_id", record_calls_by_object_id, calls_schema("object_id")))
+    calls = engine.collect(
+        engine.map_groups(collection, "object_id", record_calls_by_object_id, calls_schema("object_id"))
+    )
     assert calls.groupby("object_id")["call_id"].nunique().max() == 1
     assert calls["sorted"].all()
     per_call = calls.groupby("call_id")["rows"].sum()
@@ -333,11 +387,15 @@ def test_map_batches_calls_stay_within_the_row_bound(engine: Engine, claims: pd.
     assert sizes["rows"].max() <= ROWS_PER_CALL and (sizes["rows"] > 0).all()
 
 
-def test_map_groups_on_a_clustered_collection_needs_no_new_shuffle(engine: Engine, claims: pd.DataFrame) -> None:
+def test_map_groups_on_a_clustered_collection_needs_no_new_shuffle(
+    engine: Engine, claims: pd.DataFrame
+) -> None:
     clustered = engine.cluster_by_key(engine.from_pandas(claims, CLAIMS_SCHEMA), "object_id")
     assert engine.cluster_by_key(clustered, "object_id") is clustered
     first = engine.map_groups(clustered, "object_id", record_calls_by_object_id, calls_schema("object_id"))
-    second = engine.map_groups(clustered, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE)
+    second = engine.map_groups(
+        clustered, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
+    )
     if engine.name == "spark":
         for mapped in (first, second):
             plan = mapped.frame._jdf.queryExecution().executedPlan().toString()
@@ -348,25 +406,37 @@ def test_map_groups_on_a_clustered_collection_needs_no_new_shuffle(engine: Engin
     calls = summarize_calls(engine.collect(first), "object_id")
     assert (calls["calls"] == 1).all() and calls["sorted"].all() and calls["rows"].sum() == NUMBER_OF_ROWS
     expected = expected_primitive_results(claims)["map_groups:object_id"]
-    pd.testing.assert_frame_equal(_normalized(engine.collect(second), ["object_id"]), expected, check_exact=True)
+    pd.testing.assert_frame_equal(
+        _normalized(engine.collect(second), ["object_id"]), expected, check_exact=True
+    )
     engine.unpersist(clustered)
 
 
 def test_persist_and_unpersist_keep_the_rows(engine: Engine, claims: pd.DataFrame) -> None:
-    scaled = engine.map_batches(engine.from_pandas(claims, CLAIMS_SCHEMA), scale_values, SCALED_SCHEMA, SCALE_SIDE)
+    scaled = engine.map_batches(
+        engine.from_pandas(claims, CLAIMS_SCHEMA), scale_values, SCALED_SCHEMA, SCALE_SIDE
+    )
     persisted = engine.persist(scaled)
     assert engine.count(persisted) == NUMBER_OF_ROWS
     expected = expected_primitive_results(claims)["map_batches"]
     pd.testing.assert_frame_equal(
-        _normalized(engine.collect(persisted), ["object_id", "source_id", "value_scaled"]), expected, check_exact=True
+        _normalized(engine.collect(persisted), ["object_id", "source_id", "value_scaled"]),
+        expected,
+        check_exact=True,
     )
     engine.unpersist(persisted)
     assert engine.count(persisted) == NUMBER_OF_ROWS
 
 
-def test_write_parquet_is_deterministic_plain_parquet(engine: Engine, claims: pd.DataFrame, tmp_path: Path) -> None:
+def test_write_parquet_is_deterministic_plain_parquet(
+    engine: Engine, claims: pd.DataFrame, tmp_path: Path
+) -> None:
     statistics = engine.map_groups(
-        engine.from_pandas(claims, CLAIMS_SCHEMA), "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
+        engine.from_pandas(claims, CLAIMS_SCHEMA),
+        "object_id",
+        group_statistics_by_object_id,
+        statistic_schema("object_id"),
+        OFFSET_SIDE,
     )
     first = engine.write_parquet(statistics, tmp_path / "first", statistic_schema("object_id"))
     second = engine.write_parquet(statistics, tmp_path / "second", statistic_schema("object_id"))
@@ -382,7 +452,9 @@ def test_write_parquet_is_deterministic_plain_parquet(engine: Engine, claims: pd
     pd.testing.assert_frame_equal(_normalized(read_back, ["object_id"]), expected, check_exact=True)
 
 
-def test_empty_results_keep_the_declared_columns(engine: Engine, claims: pd.DataFrame, tmp_path: Path) -> None:
+def test_empty_results_keep_the_declared_columns(
+    engine: Engine, claims: pd.DataFrame, tmp_path: Path
+) -> None:
     def drop_everything(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
         return frame.iloc[0:0]
 
@@ -399,3 +471,49 @@ def test_sum_by_key_refuses_a_total_beyond_int64(engine: Engine) -> None:
     schema = pa.schema([("object_id", pa.string()), ("big", pa.int64())])
     with pytest.raises(EngineError, match="exceeds the int64 range"):
         engine.sum_by_key(engine.from_pandas(frame, schema), "object_id", ["big"])
+
+
+def test_make_engine_refuses_what_it_cannot_run_in_one_sentence() -> None:
+    from pipelines.engines import make_engine
+
+    closed_port = _closed_loopback_port()
+    cases = [
+        (lambda: make_engine("flink"), "unknown engine 'flink'"),
+        (lambda: make_engine("local", master="local[2]"), "does not apply to the local engine"),
+        (lambda: make_engine("spark", master="yarn://x"), "is not a Spark master URL"),
+        (
+            lambda: make_engine("spark", master=f"spark://127.0.0.1:{closed_port}"),
+            "cannot reach the Spark master",
+        ),
+    ]
+    for build, message in cases:
+        started = time.monotonic()
+        with pytest.raises(EngineError, match=message) as raised:
+            build()
+        assert time.monotonic() - started < 5 and "\n" not in str(raised.value)
+
+
+def _closed_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_null_keys_form_one_group_sorted_first(engine: Engine) -> None:
+    frame = pd.DataFrame({"object_id": [None, "b", None, "a", "b", None], "big": [1, 2, 3, 4, 5, 6]})
+    schema = pa.schema([("object_id", pa.string()), ("big", pa.int64())])
+    collection = engine.from_pandas(frame, schema)
+
+    def first_key_and_total(group_frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+        keys = group_frame["object_id"].tolist()
+        runs = [key for index, key in enumerate(keys) if index == 0 or key != keys[index - 1]]
+        return pd.DataFrame({"runs": ["|".join(str(key) for key in runs)], "rows": [len(keys)]})
+
+    runs_schema = pa.schema([("runs", pa.string()), ("rows", pa.int64())])
+    runs = engine.collect(engine.map_groups(collection, "object_id", first_key_and_total, runs_schema))
+    assert runs["rows"].sum() == 6
+    all_runs = [run.split("|") for run in runs["runs"]]
+    assert sum(run.count("None") for run in all_runs) == 1
+    assert all(run.index("None") == 0 for run in all_runs if "None" in run)
+    sums = engine.sum_by_key(collection, "object_id", ["big"])
+    assert sums["object_id"].tolist() == [None, "a", "b"] and sums["big"].tolist() == [10, 4, 7]

@@ -1,0 +1,181 @@
+"""Crowd release scaling benchmark: Spark (local[2]) vs the local engine vs the bare transforms
+loop (the floor), side by side in one run.
+
+For each size (claims from the built-in generator, 20 claims per object) every variant runs in
+its own subprocess so that its peak memory (resident set of the whole process tree, sampled
+from /proc: for Spark this includes the JVM and the Python workers) is its own.
+
+    .venv/bin/python benchmarks/crowd_scaling.py                 # 1e5, 1e6, 1e7
+    .venv/bin/python benchmarks/crowd_scaling.py --sizes 100000  # quick
+
+Variants:
+  floor  - transforms.crowd_release.synthesize_in_memory on one block (no engine, no lake, no
+           validation): the mathematics alone, single process.
+  local  - the whole release (read, validate, stage, weights, synthesis, validate, publish)
+           through the local engine.
+  spark  - the same release on embedded Spark local[2].
+Wall times exclude interpreter start-up and data generation, include everything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CLAIMS_PER_OBJECT = 20
+SECRET_HEX = "be" * 32
+
+
+def process_tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            parent = int(fields[1])
+            children.setdefault(parent, []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        total += rss.get(current, 0)
+        stack.extend(children.get(current, []))
+    return total
+
+
+def run_measured(command: list[str]) -> tuple[dict, int]:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+
+    def sample() -> None:
+        while process.poll() is None:
+            peak[0] = max(peak[0], process_tree_rss(process.pid))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate()
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1]), peak[0]
+
+
+def generate(claims: int, directory: Path) -> Path:
+    from transforms.sample_crowd_data import generate_sample_crowd_data
+
+    objects = claims // CLAIMS_PER_OBJECT
+    data = generate_sample_crowd_data(
+        objects=objects, claims_per_object=CLAIMS_PER_OBJECT, sources=max(200, objects // 50), seed=7
+    )
+    path = directory / f"claims_{claims}.parquet"
+    data.claims.to_parquet(path, index=False)
+    return path
+
+
+def config_for(path: Path, lake: Path, engine: str) -> dict:
+    return {
+        "kind": "crowd",
+        "dataset": "bench",
+        "lake": str(lake),
+        "input": {"path": str(path), "format": "parquet"},
+        "privacy": {"k": 5, "gamma": 4.0, "epsilon0": 2.0, "delta": 0.001, "weight_ratio_cap": 4.0},
+        "synthesis": {"claims_per_object": 10, "precision": 0.01},
+        "engine": {"name": engine, "spark": {"master": "local[2]"}},
+    }
+
+
+def measure(variant: str, path: Path, workdir: Path) -> dict:
+    """Runs in the child process: one variant on one input, prints a JSON line."""
+    import pandas as pd
+
+    from transforms.crowd_synthesis import SynthesisParameters
+
+    start = time.perf_counter()
+    if variant == "floor":
+        from transforms.crowd_release import synthesize_in_memory
+
+        claims = pd.read_parquet(path)
+        parameters = SynthesisParameters(
+            claims_per_object=10, k=5, gamma=4.0, epsilon0=2.0, precision=0.01,
+            max_attempts_per_object=500, batch_size=20,
+        )
+        _, result = synthesize_in_memory(
+            claims, parameters, secret=bytes.fromhex(SECRET_HEX), release_id="bench",
+            bandwidth_floor=0.01, weight_ratio_cap=4.0,
+        )
+        rows = len(result.claims)
+        timings: dict = {}
+    else:
+        from pipelines.crowd_pipeline import run_crowd_release
+        from schemas.crowd_config import CrowdConfig
+
+        os.environ["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
+        config = CrowdConfig.model_validate(config_for(path, workdir / f"lake_{variant}", variant))
+        outcome = run_crowd_release(config, release_id=f"bench-{variant}")
+        rows = outcome.manifest["rows"]
+        timings = outcome.manifest["timings"]
+    wall = time.perf_counter() - start
+    return {"variant": variant, "wall_seconds": wall, "rows": rows, "timings": timings}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    parser.add_argument("--variants", nargs="+", default=["floor", "local", "spark"])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "crowd_scaling.json")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.input, args.workdir)))
+        return
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="privlake-bench-") as temporary:
+        workdir = Path(temporary)
+        for size in args.sizes:
+            path = generate(size, workdir)
+            for variant in args.variants:
+                child = [sys.executable, __file__, "--measure", variant, "--input", str(path), "--workdir", str(workdir)]
+                report, peak = run_measured(child)
+                report.update(claims=size, claims_per_second=size / report["wall_seconds"], peak_rss_mib=peak / 2**20)
+                results.append(report)
+                print(
+                    f"{size:>10,} claims  {variant:6} {report['wall_seconds']:8.1f} s  "
+                    f"{report['claims_per_second']:>10,.0f} claims/s  peak {report['peak_rss_mib']:7.0f} MiB",
+                    flush=True,
+                )
+    floor = {r["claims"]: r["wall_seconds"] for r in results if r["variant"] == "floor"}
+    print("\n| claims | variant | wall s | claims/s | peak MiB | × floor |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for r in results:
+        ratio = r["wall_seconds"] / floor[r["claims"]] if r["claims"] in floor else float("nan")
+        print(
+            f"| {r['claims']:,} | {r['variant']} | {r['wall_seconds']:.1f} | {r['claims_per_second']:,.0f} | "
+            f"{r['peak_rss_mib']:.0f} | {ratio:.2f} |"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
