@@ -36,7 +36,9 @@ from tests.engines.test_engine_conformance import (
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPT = PROJECT_ROOT / "infra" / "spark_standalone.sh"
 CLUSTER_PARALLELISM = 4
-_CHILD_ENTRY = "from tests.cluster.test_standalone_cluster import _child_main; _child_main()"
+_CHILD_ENTRY = "from tests.cluster.test_standalone_cluster import _child_main\n_child_main()\n"
+"""Run from a file, not ``python -c``: PySpark's Connect import check takes a ``-c`` main module
+for a doctest run and exits the process (Great Expectations imports it)."""
 
 pytestmark = pytest.mark.cluster
 
@@ -89,13 +91,16 @@ def run_on_cluster(
         request = Path(folder) / "request.pickle"
         response = Path(folder) / "response.pickle"
         request.write_bytes(pickle.dumps((master_url, function, args, spark_conf or {})))
+        entry = Path(folder) / "cluster_driver.py"
+        entry.write_text(_CHILD_ENTRY)
         environment = {
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
         }
         completed = subprocess.run(
-            [sys.executable, "-c", _CHILD_ENTRY, str(request), str(response)],
+            [sys.executable, str(entry), str(request), str(response)],
             cwd=PROJECT_ROOT,
             env=environment,
             capture_output=True,
@@ -144,3 +149,21 @@ def test_standalone_cluster_matches_the_local_engine(standalone_master: str, tmp
     with LocalEngine(parallelism=2, rows_per_call=ROWS_PER_CALL) as local:
         on_local = primitive_results(local, claims_frame(), tmp_path / "local")
     assert_results_equal(on_cluster, on_local)
+
+
+def test_crowd_release_on_the_cluster_equals_local_spark(
+    standalone_master: str, tmp_path: Path, spark_session: Any
+) -> None:
+    from pipelines.engines import make_engine
+    from tests.e2e.crowd_cases import assert_same_release, conformance_claims, conformance_config, release_on_engine
+
+    claims = tmp_path / "claims.csv"
+    conformance_claims().to_csv(claims, index=False)
+    on_cluster = run_on_cluster(
+        standalone_master, release_on_engine, conformance_config(claims, tmp_path / "cluster-lake"), "cluster-1"
+    )
+    with make_engine("spark", spark_session=spark_session) as engine:
+        on_local_spark = release_on_engine(engine, conformance_config(claims, tmp_path / "local-lake"), "cluster-1")
+    assert on_local_spark["engine"] == on_cluster["engine"] == "spark"
+    assert len(on_cluster["rows"]) > 0
+    assert_same_release(on_cluster, on_local_spark)
