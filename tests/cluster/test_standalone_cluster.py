@@ -155,7 +155,12 @@ def test_crowd_release_on_the_cluster_equals_local_spark(
     standalone_master: str, tmp_path: Path, spark_session: Any
 ) -> None:
     from pipelines.engines import make_engine
-    from tests.e2e.crowd_cases import assert_same_release, conformance_claims, conformance_config, release_on_engine
+    from tests.e2e.crowd_cases import (
+        assert_same_release,
+        conformance_claims,
+        conformance_config,
+        release_on_engine,
+    )
 
     claims = tmp_path / "claims.csv"
     conformance_claims().to_csv(claims, index=False)
