@@ -127,7 +127,7 @@ def measure(variant: str, path: Path, workdir: Path) -> dict:
         from schemas.crowd_config import CrowdConfig
 
         os.environ["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
-        config = CrowdConfig.model_validate(config_for(path, workdir / f"lake_{variant}", variant))
+        config = CrowdConfig.model_validate(config_for(path, workdir / f"lake_{variant}_{path.stem}", variant))
         outcome = run_crowd_release(config, release_id=f"bench-{variant}")
         rows = outcome.manifest["rows"]
         timings = outcome.manifest["timings"]

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,22 +137,49 @@ class StageTimer:
             self.timings[name] = round(time.perf_counter() - start, 4)
 
 
+BANDWIDTH = "bandwidth"
+
+
+def prepared_schema(input_schema: pa.Schema) -> pa.Schema:
+    """The claims as the engine keeps them: the input columns plus each object's bandwidth."""
+    return input_schema.append(pa.field(BANDWIDTH, pa.float64(), nullable=False))
+
+
+def prepare_block(frame: pd.DataFrame, floor: float) -> pd.DataFrame:
+    """Claims in canonical order with their object's kernel bandwidth ``h_i`` (computed once,
+    used by every global-weights iteration and by the synthesis)."""
+    block = ClaimsBlock.from_frame(frame)
+    bandwidths = object_bandwidths(block, floor)
+    return pd.DataFrame(
+        {
+            "object_id": np.repeat(block.object_ids, block.counts),
+            "source_id": block.source_ids,
+            "value": block.values,
+            BANDWIDTH: np.repeat(bandwidths, block.counts),
+        }
+    )
+
+
+def prepared_block(frame: pd.DataFrame) -> tuple[ClaimsBlock, np.ndarray]:
+    """The block and per-object bandwidths of a frame made by ``prepare_block``."""
+    ordered = frame.sort_values(["object_id", "source_id"], kind="mergesort", ignore_index=True)
+    block = ClaimsBlock.from_frame(ordered)
+    return block, ordered[BANDWIDTH].to_numpy(dtype=np.float64)[block.offsets[:-1]]
+
+
 @dataclass(frozen=True)
 class GlobalPassSide:
-    floor: float
     source_quality: SourceQuality
 
 
 def global_pass_block(frame: pd.DataFrame, side: GlobalPassSide) -> pd.DataFrame:
     """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums."""
-    block = ClaimsBlock.from_frame(frame)
-    bandwidths = object_bandwidths(block, side.floor)
+    block, bandwidths = prepared_block(frame)
     return source_loss_contributions(block, bandwidths, side.source_quality)
 
 
 @dataclass(frozen=True)
 class SynthesisSide:
-    floor: float
     source_quality: SourceQuality
     weights_method: str
     local_tolerance: float
@@ -180,8 +208,7 @@ def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSi
 
 def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
     """Map-by-object synthesis: released claims plus one summary row per object."""
-    block = ClaimsBlock.from_frame(frame)
-    bandwidths = object_bandwidths(block, side.floor)
+    block, bandwidths = prepared_block(frame)
     weights = object_weights(block, bandwidths, side)
     result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
     claims = result.claims
@@ -345,22 +372,38 @@ def run_crowd_release(
         raise
 
 
-def _run_reserved(
-    config: CrowdConfig,
-    lake: Lake,
-    ledger: PrivacyLedger,
-    guarantee: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    privacy_unit: str,
-    release_id: str,
-    started: datetime,
-    timer: StageTimer,
-    engine: Engine | None,
-    engine_name: str | None,
-    master: str | None,
-) -> ReleaseOutcome:
-    secret, secret_source = release_secret()
+def _engine_request(config: CrowdConfig, engine_name: str | None, master: str | None) -> tuple[str, dict[str, Any]]:
+    settings = config.engine
+    chosen = engine_name or settings.name
+    options: dict[str, Any] = {"parallelism": settings.parallelism}
+    if chosen == "spark":
+        options.update(master=master or settings.spark.master, spark_conf=dict(settings.spark.conf))
+    elif chosen == "beam":
+        options.update(beam_options=list(settings.beam.options))
+    return chosen, options
+
+
+def _start_engine(chosen: str, options: dict[str, Any]) -> Engine:
+    try:
+        return make_engine(chosen, **options)
+    except EngineError as error:
+        raise PrivlakeError(str(error)) from None
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    """The validated input, staged as canonical Parquet for the engines to read."""
+
+    staged_input: Path
+    input_schema: pa.Schema
+    fingerprint: str
+    validation: Any
+    rows: int
+    truth: pd.Series | None
+    raw_for_evaluation: pd.DataFrame | None
+
+
+def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: StageTimer) -> PreparedInput:
     settings = config.input
     with timer.stage("read input"):
         claims = read_crowd_claims(settings)
@@ -393,37 +436,58 @@ def _run_reserved(
         )
     if int((claims_per_object >= k).sum()) == 0:
         raise InputError(str(settings.path), f"no object has at least k={k} claims: nothing could be released")
+    with timer.stage("stage input"):
+        staged_input = _staging_input(claims, lake.staging_directory(release_id) / "input", input_schema)
+    return PreparedInput(
+        staged_input=staged_input,
+        input_schema=input_schema,
+        fingerprint=fingerprint,
+        validation=input_validation,
+        rows=len(claims),
+        truth=truth,
+        raw_for_evaluation=claims[["object_id", "value"]] if truth is not None else None,
+    )
 
-    staging = lake.staging_directory(release_id)
-    staged_input = _staging_input(claims, staging / "input", input_schema)
-    raw_for_evaluation = claims[["object_id", "value"]] if truth is not None else None
-    input_rows = len(claims)
-    del claims
 
+def _run_reserved(
+    config: CrowdConfig,
+    lake: Lake,
+    ledger: PrivacyLedger,
+    guarantee: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    privacy_unit: str,
+    release_id: str,
+    started: datetime,
+    timer: StageTimer,
+    engine: Engine | None,
+    engine_name: str | None,
+    master: str | None,
+) -> ReleaseOutcome:
+    """Read and validate the input while the engine starts (a JVM for Spark), then run."""
+    secret, secret_source = release_secret()
     owns_engine = engine is None
-    if engine is None:
-        engine_settings = config.engine
-        chosen = engine_name or engine_settings.name
-        with timer.stage("start engine"):
-            options: dict[str, Any] = {"parallelism": engine_settings.parallelism}
-            if chosen == "spark":
-                options.update(master=master or engine_settings.spark.master, spark_conf=dict(engine_settings.spark.conf))
-            elif chosen == "beam":
-                options.update(beam_options=list(engine_settings.beam.options))
-            try:
-                engine = make_engine(chosen, **options)
-            except EngineError as error:
-                raise PrivlakeError(str(error)) from None
+    pending: Future[Engine] | None = None
+    if owns_engine:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privlake-engine-start")
+        pending = pool.submit(_start_engine, *_engine_request(config, engine_name, master))
+        pool.shutdown(wait=False)
     try:
-        outcome = _run_on_engine(
+        prepared = _prepare_input(config, lake, release_id, timer)
+        if pending is not None:
+            with timer.stage("wait for engine"):
+                engine = pending.result()
+        assert engine is not None
+        return _run_on_engine(
             config, engine, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
-            secret, secret_source, staged_input, input_schema, object_type, fingerprint, input_validation,
-            input_rows, truth, raw_for_evaluation,
+            secret, secret_source, prepared,
         )
     finally:
-        if owns_engine:
-            engine.close()
-    return outcome
+        if owns_engine and pending is not None:
+            try:
+                pending.result().close()
+            except Exception:  # noqa: BLE001 - a failed start was already reported, or the run's error wins
+                pass
 
 
 def _run_on_engine(
@@ -440,20 +504,16 @@ def _run_on_engine(
     timer: StageTimer,
     secret: bytes,
     secret_source: str,
-    staged_input: Path,
-    input_schema: pa.Schema,
-    object_type: pa.DataType,
-    fingerprint: str,
-    input_validation: Any,
-    input_rows: int,
-    truth: pd.Series | None,
-    raw_for_evaluation: pd.DataFrame | None,
+    prepared: PreparedInput,
 ) -> ReleaseOutcome:
     privacy = config.privacy
     synthesis = config.synthesis
     weights_config = config.weights
     floor = synthesis.effective_bandwidth_floor
+    input_schema = prepared.input_schema
+    object_type = input_schema.field("object_id").type
     source_type = input_schema.field("source_id").type
+    staged_input = prepared.staged_input
 
     claims = engine.read_parquet([staged_input], input_schema)
     bounded_rows = None
@@ -465,7 +525,11 @@ def _run_on_engine(
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
-    claims = engine.persist(engine.cluster_by_key(claims, "object_id"))
+    with timer.stage("prepare objects"):
+        claims = engine.persist(
+            engine.map_groups(claims, "object_id", prepare_block, prepared_schema(input_schema), side=floor,
+                              keeps_groups=True)
+        )
 
     quality = SourceQuality.uniform()
     iterations = 0
@@ -477,7 +541,7 @@ def _run_on_engine(
             for iterations in range(1, control.max_iterations + 1):  # noqa: B007
                 contributions = engine.map_groups(
                     claims, "object_id", global_pass_block, source_loss_schema(source_type),
-                    side=GlobalPassSide(floor, quality),
+                    side=GlobalPassSide(quality),
                 )
                 sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
                 updated = update_source_quality(sums)
@@ -497,7 +561,6 @@ def _run_on_engine(
         batch_size=synthesis.effective_batch_size,
     )
     side = SynthesisSide(
-        floor=floor,
         source_quality=quality,
         weights_method=weights_config.method,
         local_tolerance=weights_config.local_weights.tolerance,
@@ -535,7 +598,11 @@ def _run_on_engine(
         output_validation = validate_crowd_output(
             released_frame, objects_table, claims_per_object=synthesis.claims_per_object, k=privacy.k
         )
-    evaluation = evaluate_release(released_frame, raw_for_evaluation, truth) if truth is not None else {}
+    evaluation = (
+        evaluate_release(released_frame, prepared.raw_for_evaluation, prepared.truth)
+        if prepared.truth is not None
+        else {}
+    )
 
     suppressed = summary[summary["suppressed"]]
     released_objects = summary[~summary["suppressed"]]
@@ -560,11 +627,11 @@ def _run_on_engine(
         "pass_rate": (float(released_objects["released"].sum()) / attempts) if attempts else None,
         "global_weights": {"iterations": iterations, "converged": bool(converged), "sources": int(len(quality.source_ids))},
         "engine": engine.name,
-        "input_fingerprint": fingerprint,
-        "input_rows": input_rows,
+        "input_fingerprint": prepared.fingerprint,
+        "input_rows": prepared.rows,
         "input_rows_after_contribution_bound": bounded_rows,
         "config": config.model_dump(mode="json", by_alias=True),
-        "validation": {"input": input_validation.to_json(), "output": output_validation.to_json()},
+        "validation": {"input": prepared.validation.to_json(), "output": output_validation.to_json()},
         "evaluation": evaluation,
         "timings": {},
         "code_version": code_version(),

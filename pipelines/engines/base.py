@@ -14,7 +14,9 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
 * ``map_groups(c, key, fn, schema, side)`` calls ``fn(frame, side)`` on frames that each hold
   one or more *whole* groups of ``key`` (every row of a key value lands in exactly one call),
   sorted by ``key``. ``fn`` must give per-group results that do not depend on which other
-  groups share its frame.
+  groups share its frame. With ``keeps_groups=True`` the caller promises that ``fn`` returns
+  rows of the groups it was given, still sorted by ``key``; the result then stays clustered on
+  ``key`` so the next ``map_groups`` on it needs no shuffle (a hint: an engine may ignore it).
 * ``sum_by_key(c, key, columns)`` sums the integer ``columns`` per key value and returns the
   result on the driver as a pandas DataFrame sorted by key. Integer sums are exact, so the
   result does not depend on partitioning. Sums are int64 columns; a null value counts as
@@ -81,7 +83,13 @@ class Engine(ABC):
 
     @abstractmethod
     def map_groups(
-        self, collection: Collection, key: str, fn: BatchFunction, schema: pa.Schema, side: Any = None
+        self,
+        collection: Collection,
+        key: str,
+        fn: BatchFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        keeps_groups: bool = False,
     ) -> Collection: ...
 
     @abstractmethod

@@ -310,7 +310,13 @@ class BeamEngine(Engine):
         return self._child(source, ("map_batches", fn, side), schema)
 
     def map_groups(
-        self, collection: Collection, key: str, fn: BatchFunction, schema: pa.Schema, side: Any = None
+        self,
+        collection: Collection,
+        key: str,
+        fn: BatchFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        keeps_groups: bool = False,
     ) -> BeamCollection:
         source = self._own(collection)
         arrow.check_key(source.schema, key)

@@ -95,7 +95,13 @@ class LocalEngine(Engine):
         return self._collection(schema, outputs)
 
     def map_groups(
-        self, collection: Collection, key: str, fn: BatchFunction, schema: pa.Schema, side: Any = None
+        self,
+        collection: Collection,
+        key: str,
+        fn: BatchFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        keeps_groups: bool = False,
     ) -> LocalCollection:
         clustered = self.cluster_by_key(collection, key)
         arrow.check_schema(schema)
@@ -109,7 +115,7 @@ class LocalEngine(Engine):
                     [arrow.apply_batch_function(fn, chunk, side, schema) for chunk in chunks], schema
                 )
             )
-        return self._collection(schema, outputs)
+        return self._collection(schema, outputs, key if keeps_groups else None)
 
     def cluster_by_key(self, collection: Collection, key: str) -> LocalCollection:
         source = self._own(collection)

@@ -288,7 +288,13 @@ class SparkEngine(Engine):
         return self._collection(schema, source.frame.mapInArrow(run_batches, structure))
 
     def map_groups(
-        self, collection: Collection, key: str, fn: BatchFunction, schema: pa.Schema, side: Any = None
+        self,
+        collection: Collection,
+        key: str,
+        fn: BatchFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        keeps_groups: bool = False,
     ) -> SparkCollection:
         source = self._own(collection)
         arrow.check_key(source.schema, key)
@@ -304,7 +310,7 @@ class SparkEngine(Engine):
             for chunk in arrow.whole_group_chunks(conformed, key, rows_per_call):
                 yield from arrow.apply_batch_function(fn, chunk, side_value, schema).to_batches()
 
-        return self._collection(schema, clustered.mapInArrow(run_groups, structure))
+        return self._collection(schema, clustered.mapInArrow(run_groups, structure), key if keeps_groups else None)
 
     def _clustered_frame(self, frame: Any, key: str) -> Any:
         return frame.repartition(self.parallelism, key).sortWithinPartitions(key)
