@@ -18,9 +18,25 @@ from typing import Any
 from pipelines.errors import PrivlakeError, ReleaseNotFound
 
 
-def _progress(name: str) -> None:
-    if sys.stderr.isatty() or os.environ.get("PRIVLAKE_PROGRESS"):
-        print(f"[privlake] {name} ...", file=sys.stderr, flush=True)
+class StageProgress:
+    """A progress bar on standard error over a release's stages (shown on a terminal, or when
+    ``PRIVLAKE_PROGRESS`` is set), with the current stage and elapsed time."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        enabled = sys.stderr.isatty() or bool(os.environ.get("PRIVLAKE_PROGRESS"))
+        self._bar = tqdm(
+            total=None, unit="stage", file=sys.stderr, disable=not enabled, leave=False,
+            bar_format="privlake: {desc} [{elapsed}]",
+        )
+
+    def __call__(self, stage: str) -> None:
+        self._bar.set_description_str(stage)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 def _command_run(args: argparse.Namespace) -> int:
@@ -28,9 +44,13 @@ def _command_run(args: argparse.Namespace) -> int:
     from pipelines.crowd_pipeline import run_crowd_release
 
     config = load_config(args.config)
-    outcome = run_crowd_release(
-        config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=_progress
-    )
+    progress = StageProgress()
+    try:
+        outcome = run_crowd_release(
+            config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress
+        )
+    finally:
+        progress.close()
     manifest = outcome.manifest
     if outcome.already_published:
         print(f"release {outcome.release_id} is already published; nothing to do")

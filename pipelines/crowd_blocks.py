@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from transforms.bandwidth import object_bandwidths
 from transforms.baselines import uniform_weights
-from transforms.claims_block import ClaimsBlock
+from transforms.claims_block import ClaimsBlock, in_canonical_order
 from transforms.combined_weights import clip_weight_ratio, combined_weights
 from transforms.contribution_bound import bound_source_contributions
 from transforms.crowd_synthesis import SynthesisParameters, synthesize_block
@@ -50,7 +50,7 @@ def prepare_block(frame: pd.DataFrame, floor: float) -> pd.DataFrame:
 
 def prepared_block(frame: pd.DataFrame) -> tuple[ClaimsBlock, np.ndarray]:
     """The block and per-object bandwidths of a frame made by ``prepare_block``."""
-    ordered = frame.sort_values(["object_id", "source_id"], kind="mergesort", ignore_index=True)
+    ordered = in_canonical_order(frame)
     block = ClaimsBlock.from_frame(ordered)
     return block, ordered[BANDWIDTH].to_numpy(dtype=np.float64)[block.offsets[:-1]]
 

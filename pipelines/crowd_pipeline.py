@@ -125,6 +125,10 @@ class StageTimer:
         self.timings: dict[str, float] = {}
         self._progress = progress
 
+    def report(self, text: str) -> None:
+        if self._progress:
+            self._progress(text)
+
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         if self._progress:
@@ -162,6 +166,17 @@ def headline_guarantee(guarantee: dict[str, Any], unit: str) -> tuple[float, flo
         bound = guarantee["composition"]["per_source_per_test"]["invocations"]
         return per_source["epsilon"], per_source["delta"], f"one source (all its claims, at most {bound} objects)"
     return guarantee["epsilon"], guarantee["delta"], guarantee["privacy_unit"]
+
+
+def source_codes(source_ids: pd.Series) -> np.ndarray:
+    """Dense int64 codes of the source ids, in the sorted order of the ids.
+
+    Sources are never released, so the engines work on these codes: integers shuffle, sort and
+    cross the JVM/Python boundary far faster than text ids. The codes depend only on the set of
+    source ids in the input, so every engine gets the same ones.
+    """
+    codes, _ = pd.factorize(source_ids, sort=True)
+    return codes.astype(np.int64)
 
 
 def _staging_input(claims: pd.DataFrame, directory: Path, schema: pa.Schema) -> Path:
@@ -300,9 +315,9 @@ def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: Stag
             raise PrivlakeError(input_validation.issues[0].line())
         claims = apply_duplicates_policy(claims, settings.duplicates)
     object_type = arrow_id_type(claims["object_id"])
-    source_type = arrow_id_type(claims["source_id"])
     truth = _read_truth(config, object_type)
-    input_schema = claims_schema(object_type, source_type)
+    claims["source_id"] = source_codes(claims["source_id"])
+    input_schema = claims_schema(object_type, pa.int64())
     k = config.privacy.k
     claims_per_object = claims.groupby("object_id", sort=False).size()
     if settings.small_objects == "reject" and (claims_per_object < k).any():
@@ -424,6 +439,7 @@ def _run_on_engine(
                     claims, "object_id", global_pass_block, source_loss_schema(source_type),
                     side=GlobalPassSide(quality),
                 )
+                timer.report(f"global weights, iteration {iterations}")
                 sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
                 updated = update_source_quality(sums)
                 change = source_quality_change(quality, updated)

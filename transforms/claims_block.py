@@ -40,7 +40,7 @@ class ClaimsBlock:
         """Build a block from a frame with columns ``object_id, source_id, value``.
 
         The frame must hold whole objects (all claims of every object present). Rows are put
-        in the canonical order: by object id, then source id.
+        in the canonical order: by object id, then source id (no sort when already so).
         """
         if len(frame) == 0:
             return cls(
@@ -49,7 +49,7 @@ class ClaimsBlock:
                 source_ids=np.empty(0, dtype=frame[SOURCE_ID].dtype if SOURCE_ID in frame else object),
                 values=np.empty(0, dtype=np.float64),
             )
-        ordered = frame.sort_values([OBJECT_ID, SOURCE_ID], kind="mergesort", ignore_index=True)
+        ordered = in_canonical_order(frame)
         object_column = ordered[OBJECT_ID].to_numpy()
         change = np.flatnonzero(object_column[1:] != object_column[:-1]) + 1
         starts = np.concatenate([[0], change]).astype(np.int64)
@@ -109,3 +109,21 @@ def within_object_pairs(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     position_in_row = np.arange(len(left), dtype=np.int64) - np.repeat(first_pair_of_claim, repeats)
     right = offsets[pair_object] + position_in_row
     return left, right.astype(np.int64)
+
+
+def is_in_canonical_order(frame: pd.DataFrame) -> bool:
+    """True when rows are sorted by object id, then strictly by source id within an object."""
+    objects = frame[OBJECT_ID].to_numpy()
+    sources = frame[SOURCE_ID].to_numpy()
+    if len(objects) < 2:
+        return True
+    later_object = objects[1:] > objects[:-1]
+    same_object = objects[1:] == objects[:-1]
+    return bool(np.all(later_object | (same_object & (sources[1:] > sources[:-1]))))
+
+
+def in_canonical_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by (object id, source id), without sorting when it already is."""
+    if is_in_canonical_order(frame):
+        return frame.reset_index(drop=True)
+    return frame.sort_values([OBJECT_ID, SOURCE_ID], kind="mergesort", ignore_index=True)
