@@ -280,10 +280,17 @@ def _engine_request(config: CrowdConfig, engine_name: str | None, master: str | 
 
 
 def _start_engine(chosen: str, options: dict[str, Any]) -> Engine:
+    """Start the engine and warm its workers up with the crowd block functions' imports."""
     try:
-        return make_engine(chosen, **options)
+        engine = make_engine(chosen, **options)
     except EngineError as error:
         raise PrivlakeError(str(error)) from None
+    try:
+        engine.warm_up(["pipelines.crowd_blocks"])
+    except BaseException:
+        engine.close()
+        raise
+    return engine
 
 
 @dataclass(frozen=True)

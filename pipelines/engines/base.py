@@ -114,6 +114,11 @@ class Engine(ABC):
     @abstractmethod
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]: ...
 
+    def warm_up(self, modules: Sequence[str]) -> None:  # noqa: B027 - optional hook
+        """Pay start-up costs ahead of the first real job (worker processes, their imports of
+        ``modules``, the JIT of shuffle and sort), e.g. while the driver validates the input.
+        Changes no result; engines without such costs do nothing."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources (a SparkSession the engine started, temp folders)."""
 

@@ -224,6 +224,22 @@ class SparkEngine(Engine):
         session.sparkContext.setLogLevel("ERROR")
         return session, True
 
+    def warm_up(self, modules: Sequence[str]) -> None:
+        """One small job over ``parallelism`` partitions with a shuffle and a sort, whose Python
+        workers import ``modules`` (workers are reused, so later jobs find them warm)."""
+        names = list(modules)
+
+        def import_modules(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import importlib
+
+            for name in names:
+                importlib.import_module(name)
+            yield from batches
+
+        warm = self.session.range(0, 4 * self.parallelism, 1, self.parallelism)
+        warm = warm.repartition(self.parallelism, "id").sortWithinPartitions("id")
+        warm.mapInArrow(import_modules, "id long").count()
+
     def close(self) -> None:
         for handle in self._broadcasts:
             try:
