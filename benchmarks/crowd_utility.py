@@ -20,19 +20,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transforms.bandwidth import object_bandwidths  # noqa: E402
 from transforms.baselines import basic_laplace_release  # noqa: E402
 from transforms.claims_block import ClaimsBlock  # noqa: E402
+from transforms.crowd_evaluation import learned_density_errors, released_claims_errors  # noqa: E402
 from transforms.crowd_release import fit_crowd_model, synthesize_in_memory  # noqa: E402
 from transforms.crowd_synthesis import SynthesisParameters  # noqa: E402
-from transforms.density_metrics import (  # noqa: E402
-    integrated_squared_error,
-    kde_mixture,
-    per_object_truth_estimate,
-    released_density,
-    scaled_integrated_squared_error,
-    truth_mean_absolute_error,
-)
+from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error  # noqa: E402
 from transforms.sample_crowd_data import generate_sample_crowd_data  # noqa: E402
 
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -50,16 +43,8 @@ def parameters(m: int, k: int, precision: float) -> SynthesisParameters:
 
 def released_ise(released: pd.DataFrame, data) -> tuple[float, float]:
     """Mean ISE and SISE of the released claims' KDE against the true density."""
-    block = ClaimsBlock.from_frame(released.assign(source_id=released["claim_index"]))
-    bandwidths = object_bandwidths(block, PRECISION)
-    ises, sises = [], []
     width = data.public_range[1] - data.public_range[0]
-    for i, object_id in enumerate(block.object_ids):
-        estimate = released_density(block.values[block.object_slice(i)], bandwidths[i])
-        truth = data.true_density(object_id)
-        ises.append(integrated_squared_error(estimate, truth))
-        sises.append(scaled_integrated_squared_error(estimate, truth, width))
-    return float(np.mean(ises)), float(np.mean(sises))
+    return released_claims_errors(released, data.true_density, PRECISION, width)
 
 
 def generator_report() -> dict:
@@ -69,12 +54,10 @@ def generator_report() -> dict:
         errors = []
         for data in datasets:
             model = fit_crowd_model(data.claims, method=method, bandwidth_floor=PRECISION, weight_ratio_cap=4.0)
-            block = model.block
-            for i, object_id in enumerate(block.object_ids):
-                claims = block.object_slice(i)
-                learned = kde_mixture(block.values[claims], model.seed_weights[claims], model.bandwidths[i])
-                errors.append(integrated_squared_error(learned, data.true_density(object_id)))
-        report["model_density_ise"][method] = float(np.mean(errors))
+            errors.append(
+                learned_density_errors(model.block, model.seed_weights, model.bandwidths, data.true_density)
+            )
+        report["model_density_ise"][method] = float(np.mean(np.concatenate(errors)))
     for m in (5, 10, 20, 40):
         for method in METHODS if m == 10 else ("combined",):
             ises, maes, rates = [], [], []

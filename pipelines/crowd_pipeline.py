@@ -223,6 +223,22 @@ def evaluate_release(released: pd.DataFrame, raw_claims: pd.DataFrame, truth: pd
     return report
 
 
+@dataclass(frozen=True)
+class ReleaseContext:
+    """What every stage of one release needs to know, decided before the data is touched."""
+
+    config: CrowdConfig
+    lake: Lake
+    ledger: PrivacyLedger
+    guarantee: dict[str, Any]
+    epsilon: float
+    delta: float
+    privacy_unit: str
+    release_id: str
+    started: datetime
+    timer: StageTimer
+
+
 def run_crowd_release(
     config: CrowdConfig,
     *,
@@ -253,10 +269,10 @@ def run_crowd_release(
         except BudgetExceeded as error:
             raise ReleaseRefused(str(error)) from None
     try:
-        return _run_reserved(
-            config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
-            engine, engine_name, master,
+        context = ReleaseContext(
+            config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer
         )
+        return _run_reserved(context, engine, engine_name, master)
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
     except ReleaseQuarantined:
@@ -353,21 +369,13 @@ def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: Stag
 
 
 def _run_reserved(
-    config: CrowdConfig,
-    lake: Lake,
-    ledger: PrivacyLedger,
-    guarantee: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    privacy_unit: str,
-    release_id: str,
-    started: datetime,
-    timer: StageTimer,
+    context: ReleaseContext,
     engine: Engine | None,
     engine_name: str | None,
     master: str | None,
 ) -> ReleaseOutcome:
     """Read and validate the input while the engine starts (a JVM for Spark), then run."""
+    config, timer = context.config, context.timer
     secret, secret_source = release_secret()
     owns_engine = engine is None
     pending: Future[Engine] | None = None
@@ -376,15 +384,12 @@ def _run_reserved(
         pending = pool.submit(_start_engine, *_engine_request(config, engine_name, master))
         pool.shutdown(wait=False)
     try:
-        prepared = _prepare_input(config, lake, release_id, timer)
+        prepared = _prepare_input(config, context.lake, context.release_id, timer)
         if pending is not None:
             with timer.stage("wait for engine"):
                 engine = pending.result()
         assert engine is not None
-        return _run_on_engine(
-            config, engine, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer,
-            secret, secret_source, prepared,
-        )
+        return _run_on_engine(context, engine, secret, secret_source, prepared)
     finally:
         if owns_engine and pending is not None:
             try:
@@ -394,21 +399,15 @@ def _run_reserved(
 
 
 def _run_on_engine(
-    config: CrowdConfig,
+    context: ReleaseContext,
     engine: Engine,
-    lake: Lake,
-    ledger: PrivacyLedger,
-    guarantee: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    privacy_unit: str,
-    release_id: str,
-    started: datetime,
-    timer: StageTimer,
     secret: bytes,
     secret_source: str,
     prepared: PreparedInput,
 ) -> ReleaseOutcome:
+    config, lake, ledger, timer, release_id = (
+        context.config, context.lake, context.ledger, context.timer, context.release_id
+    )
     privacy = config.privacy
     synthesis = config.synthesis
     weights_config = config.weights
@@ -517,10 +516,10 @@ def _run_on_engine(
         "kind": "crowd",
         "dataset": config.dataset,
         "status": "published" if output_validation.success else "quarantined",
-        "epsilon": epsilon,
-        "delta": delta,
-        "privacy_unit": privacy_unit,
-        "guarantee": guarantee,
+        "epsilon": context.epsilon,
+        "delta": context.delta,
+        "privacy_unit": context.privacy_unit,
+        "guarantee": context.guarantee,
         "rows": int(len(released_frame)),
         "objects_released": int((released_objects["released"] > 0).sum()),
         "objects_suppressed": int(len(suppressed)),
@@ -540,7 +539,7 @@ def _run_on_engine(
         "timings": {},
         "code_version": code_version(),
         "secret_source": secret_source,
-        "created_at": started.isoformat(),
+        "created_at": context.started.isoformat(),
         "python": sys.version.split()[0],
     }
     if not output_validation.success:

@@ -26,18 +26,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transforms.bandwidth import object_bandwidths
 from transforms.baselines import basic_laplace_release
 from transforms.claims_block import ClaimsBlock
+from transforms.crowd_evaluation import learned_density_errors, released_claims_errors
 from transforms.crowd_release import fit_crowd_model, synthesize_in_memory
 from transforms.crowd_synthesis import SynthesisParameters
-from transforms.density_metrics import (
-    integrated_squared_error,
-    kde_mixture,
-    per_object_truth_estimate,
-    released_density,
-    truth_mean_absolute_error,
-)
+from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
 from transforms.sample_crowd_data import SampleCrowdData, generate_sample_crowd_data
 
 pytestmark = pytest.mark.slow
@@ -61,15 +55,8 @@ def parameters(m: int, k: int = 5) -> SynthesisParameters:
 
 def mean_ise_against_truth(released: pd.DataFrame, data: SampleCrowdData) -> float:
     """Mean over objects of ISE(KDE of the released claims, the generator's true density)."""
-    block = ClaimsBlock.from_frame(released.assign(source_id=released["claim_index"]))
-    bandwidths = object_bandwidths(block, PRECISION)
-    errors = [
-        integrated_squared_error(
-            released_density(block.values[block.object_slice(i)], bandwidths[i]), data.true_density(object_id)
-        )
-        for i, object_id in enumerate(block.object_ids)
-    ]
-    return float(np.mean(errors))
+    width = data.public_range[1] - data.public_range[0]
+    return released_claims_errors(released, data.true_density, PRECISION, width)[0]
 
 
 def release(data: SampleCrowdData, method: str, m: int, secret: bytes) -> pd.DataFrame:
@@ -106,12 +93,8 @@ def model_density_ise(method: str) -> float:
     for seed in (1, 2):
         data = generated(seed)
         model = fit_crowd_model(data.claims, method=method, bandwidth_floor=PRECISION, weight_ratio_cap=4.0)
-        block = model.block
-        for i, object_id in enumerate(block.object_ids):
-            claims = block.object_slice(i)
-            learned = kde_mixture(block.values[claims], model.seed_weights[claims], model.bandwidths[i])
-            errors.append(integrated_squared_error(learned, data.true_density(object_id)))
-    return float(np.mean(errors))
+        errors.append(learned_density_errors(model.block, model.seed_weights, model.bandwidths, data.true_density))
+    return float(np.mean(np.concatenate(errors)))
 
 
 @pytest.mark.parametrize("baseline", ["uniform", "global"])
