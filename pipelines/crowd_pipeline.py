@@ -276,6 +276,7 @@ def run_crowd_release(
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
     except ReleaseQuarantined:
+        lake.discard_staging(release_id)
         raise
     except BaseException:
         if budget is not None:

@@ -56,6 +56,8 @@ def test_failing_output_goes_to_quarantine_and_is_refunded(
     assert quarantined["status"] == "quarantined"
     assert quarantined["validation"]["output"]["success"] is False
     assert list((lake / "quarantine" / "doomed-1").rglob("*.parquet"))
+    staging = lake / "staging"
+    assert not (staging.exists() and any(path.is_file() for path in staging.rglob("*"))), "raw input left in staging"
 
     assert main(["ledger", "--lake", str(lake), "--json"]) == 0
     events = json.loads(capsys.readouterr().out)
