@@ -21,7 +21,9 @@ import os
 import re
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -104,6 +106,35 @@ def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_
     raise EngineError(
         f"cannot reach the Spark master {master} ({'; '.join(reasons)}); is the cluster running?"
     )
+
+
+def spark_log_path() -> Path:
+    """Where the driver JVM (and the Python workers it starts) write their console output.
+
+    ``PRIVLAKE_SPARK_LOG`` names the file; by default one per process in the temp folder. The
+    CLI's standard error then carries only privlake's own lines (one line on failure).
+    """
+    configured = os.environ.get("PRIVLAKE_SPARK_LOG")
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / f"privlake-spark-{os.getpid()}.log"
+
+
+@contextmanager
+def _standard_error_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while the JVM is launched: the child process inherits
+    it for its whole life, and this process gets its own standard error back afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _start_failure_reason(error: Exception) -> str:
@@ -215,11 +246,13 @@ class SparkEngine(Engine):
         builder = SparkSession.builder.master(master)
         for name, value in {**_default_conf(master, parallelism), **conf}.items():
             builder = builder.config(name, str(value))
+        log_path = spark_log_path()
         try:
-            session = builder.getOrCreate()
+            with _standard_error_to(log_path):
+                session = builder.getOrCreate()
         except Exception as error:
             raise EngineError(
-                f"could not start Spark on master {master}: {_start_failure_reason(error)}"
+                f"could not start Spark on master {master}: {_start_failure_reason(error)} (Spark log: {log_path})"
             ) from error
         session.sparkContext.setLogLevel("ERROR")
         return session, True

@@ -87,7 +87,27 @@ def test_emotion_on_embedded_spark_through_the_cli(tmp_path: Path) -> None:
     config_path, lake, _ = example_into(tmp_path, "crowd_emotion.yaml")
     run = privlake("run", str(config_path), "--engine", "spark", "--master", "local[2]")
     assert run.returncode == 0, run.stderr
+    assert run.stderr.strip() == "", "Spark's console output must go to its log, not to privlake's stderr"
     release_id = run.stdout.strip().splitlines()[-1]
     manifest, rows = published(lake, release_id)
     assert manifest["engine"] == "spark"
     assert manifest["rows"] == len(rows) > 0
+
+
+@pytest.mark.spark
+def test_bad_input_on_spark_is_one_line_on_stderr(tmp_path: Path) -> None:
+    data = tmp_path / "claims.csv"
+    data.write_text("question,worker,answer\n1,a,5\n1,b,x\n")
+    config = {
+        "kind": "crowd",
+        "dataset": "bad",
+        "lake": str(tmp_path / "lake"),
+        "input": {"path": str(data), "columns": {"object_id": "question", "source_id": "worker", "value": "answer"}},
+        "privacy": {"k": 2, "gamma": 4.0, "epsilon0": 2.0, "t": 1, "weight_ratio_cap": 4.0},
+        "synthesis": {"claims_per_object": 5},
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = privlake("run", str(path), "--engine", "spark", "--master", "local[2]")
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [f"privlake: {data}, row 2, column 'answer': 'x' is not a number"]
