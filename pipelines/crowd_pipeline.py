@@ -64,7 +64,7 @@ from schemas.tables import (
 )
 from transforms.crowd_synthesis import SynthesisParameters
 from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
-from transforms.global_weights import SourceQuality, source_quality_change, update_source_quality
+from transforms.global_weights import SourceQuality, iterate_source_quality
 from transforms.keyed_randomness import new_release_secret, secret_from_hex
 from transforms.privacy_guarantee import crowd_guarantee
 
@@ -434,26 +434,24 @@ def _run_on_engine(
                               keeps_groups=True)
         )
 
-    quality = SourceQuality.uniform()
-    iterations = 0
-    converged = True
+    quality, iterations, converged = SourceQuality.uniform(), 0, True
     if weights_config.method in ("combined", "global"):
         control = weights_config.global_weights
-        converged = False
+        loss_schema = source_loss_schema(source_type)
+
+        def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
+            contributions = engine.map_groups(
+                claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current)
+            )
+            return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
+
         with timer.stage("global weights"):
-            for iterations in range(1, control.max_iterations + 1):  # noqa: B007
-                contributions = engine.map_groups(
-                    claims, "object_id", global_pass_block, source_loss_schema(source_type),
-                    side=GlobalPassSide(quality),
-                )
-                timer.report(f"global weights, iteration {iterations}")
-                sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
-                updated = update_source_quality(sums)
-                change = source_quality_change(quality, updated)
-                quality = updated
-                if change < control.tolerance:
-                    converged = True
-                    break
+            quality, iterations, converged = iterate_source_quality(
+                source_loss_sums,
+                control.tolerance,
+                control.max_iterations,
+                on_iteration=lambda iteration: timer.report(f"global weights, iteration {iteration}"),
+            )
 
     parameters = SynthesisParameters(
         claims_per_object=synthesis.claims_per_object,

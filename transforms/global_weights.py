@@ -23,6 +23,7 @@ for fewer than ``2^22`` (about 4 million) objects per source in the worst case (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +194,34 @@ def source_quality_change(old: SourceQuality, new: SourceQuality) -> float:
     return float(np.max(np.abs(after - before) / before))
 
 
+def iterate_source_quality(
+    source_loss_sums: Callable[[SourceQuality], pd.DataFrame],
+    tolerance: float,
+    max_iterations: int,
+    on_iteration: Callable[[int], None] | None = None,
+) -> tuple[SourceQuality, int, bool]:
+    """The global-weights fixed point: ``(quality, iterations, converged)``.
+
+    From the uniform start, each iteration asks ``source_loss_sums(quality)`` for the per-source
+    fixed-point loss sums (the map-by-object half: in memory, or a job on an engine) and updates
+    the qualities (the reduce-by-source half, :func:`update_source_quality`), until
+    :func:`source_quality_change` ≤ ``tolerance`` or ``max_iterations`` updates. One loop for
+    the in-memory reference and every engine, so they stop at the same iteration.
+    """
+    if max_iterations < 1:
+        raise ValueError("max_iterations must be at least 1")
+    quality = SourceQuality.uniform()
+    for iteration in range(1, max_iterations + 1):
+        if on_iteration is not None:
+            on_iteration(iteration)
+        updated = update_source_quality(source_loss_sums(quality))
+        change = source_quality_change(quality, updated)
+        quality = updated
+        if change <= tolerance:
+            return quality, iteration, True
+    return quality, max_iterations, False
+
+
 def estimate_global_weights(
     block: ClaimsBlock,
     bandwidths: np.ndarray,
@@ -202,22 +231,16 @@ def estimate_global_weights(
 ) -> tuple[SourceQuality, int, bool]:
     """The whole global-weights iteration in memory: ``(quality, iterations, converged)``.
 
-    The same map/reduce steps as the distributed pipeline (one block holding every object),
-    from the uniform start until :func:`source_quality_change` ≤ ``tolerance`` or
-    ``max_iterations`` updates. Used by tests, the benchmark floor and the local reference.
+    :func:`iterate_source_quality` over one block holding every object. Used by tests, the
+    benchmark floor and the local reference.
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
     if kernel is None:
         kernel = WithinObjectKernel(block, bandwidths)
     sources = BlockSources.of(block)
-    quality = SourceQuality.uniform()
-    for iteration in range(1, max_iterations + 1):
-        updated = update_source_quality(
-            source_loss_contributions(block, bandwidths, quality, kernel, sources)
-        )
-        change = source_quality_change(quality, updated)
-        quality = updated
-        if change <= tolerance:
-            return quality, iteration, True
-    return quality, max_iterations, False
+    return iterate_source_quality(
+        lambda quality: source_loss_contributions(block, bandwidths, quality, kernel, sources),
+        tolerance,
+        max_iterations,
+    )
