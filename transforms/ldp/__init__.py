@@ -1,0 +1,1 @@
+"""Engine-free mathematics of the ``ldp`` release kind (free-will local differential privacy)."""
