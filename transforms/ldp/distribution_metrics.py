@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import ot
 
+from transforms.ldp.mechanisms import grid_distances
+
 _MASS_TOLERANCE = 1e-9
 
 
@@ -26,19 +28,15 @@ def earth_movers_distance_line(p: np.ndarray, q: np.ndarray) -> float:
 
 
 def grid_ground_distance(rows: int, columns: int, cell_side: float = 1.0) -> np.ndarray:
-    """Euclidean distances between the centers of the cells of a ``rows x columns`` grid.
-
-    Cell ``row * columns + col`` has its center at ``(row, col) · cell_side``. Returns the
-    (rows·columns, rows·columns) cost matrix.
+    """Euclidean distances between the centers of the cells of a ``rows x columns`` grid, the
+    EMD's ground cost: the mechanisms' own ``grid_distances`` (cell ``row * columns + col``),
+    with the arguments checked. Returns the (rows·columns, rows·columns) cost matrix.
     """
     if rows < 1 or columns < 1:
         raise ValueError("a grid needs at least one row and one column")
     if not cell_side > 0:
         raise ValueError("cell_side must be positive")
-    row_index, column_index = np.divmod(np.arange(rows * columns), columns)
-    centers = np.column_stack([row_index, column_index]).astype(np.float64) * cell_side
-    differences = centers[:, None, :] - centers[None, :, :]
-    return np.sqrt((differences**2).sum(axis=2))
+    return grid_distances(rows, columns, cell_side)
 
 
 def earth_movers_distance_grid(
