@@ -24,7 +24,7 @@ mechanism and report), the estimator runs on the driver.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -165,6 +165,24 @@ def krr_closed_form_estimate(
     return post_process(solution, post_processing)
 
 
+def _iterate_to_fixed_point(
+    step: Callable[[np.ndarray], np.ndarray], estimate: np.ndarray, tolerance: float, max_iterations: int
+) -> EstimationResult:
+    """Apply ``step`` (then renormalize) until the L1 change is at most ``tolerance`` or
+    ``max_iterations`` steps; the shared loop of IBU_M and GIBU (their updates differ)."""
+    change = float("inf")
+    iterations = 0
+    while iterations < max_iterations:
+        updated = step(estimate)
+        updated /= updated.sum()
+        change = float(np.abs(updated - estimate).sum())
+        estimate = updated
+        iterations += 1
+        if change <= tolerance:
+            break
+    return EstimationResult(estimate, iterations, change <= tolerance, change)
+
+
 def iterative_bayesian_update(
     channel: np.ndarray,
     report_counts: np.ndarray,
@@ -188,20 +206,14 @@ def iterative_bayesian_update(
         raise ValueError("a report with positive count is impossible under the channel")
     estimate = _initial_distribution(initial, matrix.shape[0])
     _check_iteration_controls(tolerance, max_iterations)
-    change = float("inf")
-    iterations = 0
-    while iterations < max_iterations:
-        report_probabilities = estimate @ matrix
+
+    def step(current: np.ndarray) -> np.ndarray:
+        report_probabilities = current @ matrix
         ratios = np.divide(frequencies, report_probabilities, out=np.zeros_like(frequencies),
                            where=report_probabilities > 0)
-        updated = estimate * (matrix @ ratios)
-        updated /= updated.sum()
-        change = float(np.abs(updated - estimate).sum())
-        estimate = updated
-        iterations += 1
-        if change <= tolerance:
-            break
-    return EstimationResult(estimate, iterations, change <= tolerance, change)
+        return current * (matrix @ ratios)
+
+    return _iterate_to_fixed_point(step, estimate, tolerance, max_iterations)
 
 
 def generalized_iterative_bayesian_update(
@@ -242,19 +254,13 @@ def generalized_iterative_bayesian_update(
     shares = weights / weights.sum()
     estimate = _initial_distribution(initial, rows.shape[1])
     _check_iteration_controls(tolerance, max_iterations)
-    change = float("inf")
-    iterations = 0
-    while iterations < max_iterations:
-        group_evidence = rows @ estimate
-        updated = estimate * (np.divide(shares, group_evidence, out=np.zeros_like(shares),
-                                        where=group_evidence > 0) @ rows)
-        updated /= updated.sum()
-        change = float(np.abs(updated - estimate).sum())
-        estimate = updated
-        iterations += 1
-        if change <= tolerance:
-            break
-    return EstimationResult(estimate, iterations, change <= tolerance, change)
+
+    def step(current: np.ndarray) -> np.ndarray:
+        group_evidence = rows @ current
+        return current * (np.divide(shares, group_evidence, out=np.zeros_like(shares),
+                                    where=group_evidence > 0) @ rows)
+
+    return _iterate_to_fixed_point(step, estimate, tolerance, max_iterations)
 
 
 def channel_report_groups(
