@@ -21,8 +21,6 @@ REQUIRED_MANIFEST_KEYS: tuple[str, ...] = (
     "code_version",
 )
 
-RELEASE_STATUSES = ("published", "quarantined")
-
 
 def missing_manifest_keys(manifest: dict) -> list[str]:
     """The required keys a manifest lacks (empty when complete)."""

@@ -94,23 +94,6 @@ class ClaimsBlock:
         )
 
 
-def within_object_pairs(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All ordered pairs ``(j, l)`` of claim indices that belong to the same object.
-
-    Returns two (P,) int64 arrays with ``P = Σ_i |S_i|²``; used for the kernel-trick sums
-    ``Σ_l w_l k(x_j, x_l)`` of every object at once.
-    """
-    counts = np.diff(offsets)
-    claim_object = np.repeat(np.arange(len(counts)), counts)
-    repeats = counts[claim_object]
-    left = np.repeat(np.arange(int(offsets[-1]), dtype=np.int64), repeats)
-    pair_object = claim_object[left]
-    first_pair_of_claim = np.concatenate([[0], np.cumsum(repeats)[:-1]])
-    position_in_row = np.arange(len(left), dtype=np.int64) - np.repeat(first_pair_of_claim, repeats)
-    right = offsets[pair_object] + position_in_row
-    return left, right.astype(np.int64)
-
-
 def is_in_canonical_order(frame: pd.DataFrame) -> bool:
     """True when rows are sorted by object id, then strictly by source id within an object."""
     objects = frame[OBJECT_ID].to_numpy()

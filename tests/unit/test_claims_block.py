@@ -1,4 +1,4 @@
-"""The claims block: canonical order, offsets and within-object pairs."""
+"""The claims block: canonical order and offsets."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from transforms.claims_block import (
     ClaimsBlock,
     in_canonical_order,
     is_in_canonical_order,
-    within_object_pairs,
 )
 
 
@@ -45,15 +44,3 @@ def test_canonical_order_check_matches_a_sort():
         duplicated = pd.concat([ordered.iloc[:1], ordered], ignore_index=True)
         assert not is_in_canonical_order(duplicated)
 
-
-def test_within_object_pairs_are_all_ordered_pairs_of_each_object():
-    block = ClaimsBlock.from_frame(shuffled_claims(3, False))
-    left, right = within_object_pairs(block.offsets)
-    expected = {
-        (j, m)
-        for i in range(block.number_of_objects)
-        for j in range(block.offsets[i], block.offsets[i + 1])
-        for m in range(block.offsets[i], block.offsets[i + 1])
-    }
-    assert set(zip(left.tolist(), right.tolist(), strict=True)) == expected
-    assert len(left) == len(expected)
