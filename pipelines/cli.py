@@ -41,12 +41,17 @@ class StageProgress:
 
 def _command_run(args: argparse.Namespace) -> int:
     from pipelines.config_loader import load_config
-    from pipelines.crowd_pipeline import run_crowd_release
 
     config = load_config(args.config)
+    if config.kind == "ldp":
+        from pipelines.ldp_pipeline import run_ldp_release as run_release
+    elif config.kind == "tabular":
+        from pipelines.tabular_pipeline import run_tabular_release as run_release
+    else:
+        from pipelines.crowd_pipeline import run_crowd_release as run_release
     progress = StageProgress()
     try:
-        outcome = run_crowd_release(
+        outcome = run_release(
             config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress
         )
     finally:
@@ -54,6 +59,19 @@ def _command_run(args: argparse.Namespace) -> int:
     manifest = outcome.manifest
     if outcome.already_published:
         print(f"release {outcome.release_id} is already published; nothing to do")
+    elif manifest["kind"] == "ldp":
+        convergence = "converged" if manifest["converged"] else "NOT converged (iteration cap reached)"
+        print(
+            f"published the estimated distribution over {manifest['rows']} secrets from {manifest['n']} reports "
+            f"of {len(manifest['mechanism_mix'])} mechanisms on {manifest['engine']}; estimator "
+            f"{manifest['estimator']}, {manifest['iterations']} iterations, {convergence}"
+        )
+    elif manifest["kind"] == "tabular":
+        print(
+            f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
+            f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
+            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+        )
     else:
         print(
             f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
@@ -102,8 +120,12 @@ def _command_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(manifest, default=str))
         return 0
+    kind_keys = {
+        "ldp": ("estimator", "n", "iterations", "converged"),
+        "tabular": ("pass_rate", "candidate_attempts", "omega"),
+    }.get(manifest.get("kind", "crowd"), ("objects_released", "objects_suppressed"))
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
-                "objects_released", "objects_suppressed", "engine", "input_fingerprint", "code_version"):
+                *kind_keys, "engine", "input_fingerprint", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
     print(f"{'timings':20} " + ", ".join(f"{k} {v:.2f}s" for k, v in manifest.get("timings", {}).items()))
     return 0
@@ -118,8 +140,13 @@ def _command_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.parent and not out.parent.exists():
         raise PrivlakeError(f"{out}: the folder {out.parent} does not exist")
-    if "claim_index" in table.column_names:
-        table = table.sort_by([("object_id", "ascending"), ("claim_index", "ascending")])
+    order = next(
+        (columns for columns in (("object_id", "claim_index"), ("row", "col"), ("value",))
+         if all(column in table.column_names for column in columns)),
+        (),
+    )
+    if order:
+        table = table.sort_by([(column, "ascending") for column in order])
     pq.write_table(table, out)
     print(f"wrote {table.num_rows} rows to {out}")
     return 0
@@ -147,6 +174,19 @@ def _command_generate_crowd(args: argparse.Namespace) -> int:
     )
     paths = write_sample_crowd_data(data, Path(args.out))
     for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _command_simulate_ldp(args: argparse.Namespace) -> int:
+    from pipelines.config_loader import load_config
+    from pipelines.ldp_simulation import simulate_ldp_reports
+
+    config = load_config(args.config)
+    if config.kind != "ldp":
+        raise PrivlakeError(f"{args.config}: simulate-ldp needs a config with kind: ldp (got {config.kind!r})")
+    written = simulate_ldp_reports(config, source_config=args.config)
+    for name, path in written.items():
         print(f"{name}: {path}")
     return 0
 
@@ -184,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--dataset")
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(handler=_command_ledger)
+
+    simulate = commands.add_parser(
+        "simulate-ldp", help="write ldp reports and their mechanism catalog from raw secrets (config's simulation)"
+    )
+    simulate.add_argument("config", help="an ldp config with a simulation section (YAML)")
+    simulate.set_defaults(handler=_command_simulate_ldp)
 
     generate = commands.add_parser("generate-crowd", help="write the built-in sample crowd data")
     generate.add_argument("--out", required=True)

@@ -15,8 +15,11 @@ from pydantic import ValidationError
 
 from pipelines.errors import ConfigError
 from schemas.crowd_config import CrowdConfig
+from schemas.ldp_config import LdpConfig
+from schemas.tabular_config import TabularConfig
 
-CONFIG_MODELS = {"crowd": CrowdConfig}
+ReleaseConfig = CrowdConfig | LdpConfig | TabularConfig
+CONFIG_MODELS: dict[str, type[ReleaseConfig]] = {"crowd": CrowdConfig, "ldp": LdpConfig, "tabular": TabularConfig}
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -34,7 +37,7 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{location}: {message}" if location else message
 
 
-def parse_config(document: Any, source: str) -> CrowdConfig:
+def parse_config(document: Any, source: str) -> ReleaseConfig:
     if not isinstance(document, dict):
         raise ConfigError(f"{source}: the config must be a YAML mapping of keys to values")
     kind = document.get("kind")
@@ -50,7 +53,7 @@ def parse_config(document: Any, source: str) -> CrowdConfig:
         raise ConfigError(f"{source}: {_describe(first)}{suffix}") from None
 
 
-def load_config(path: Path | str) -> CrowdConfig:
+def load_config(path: Path | str) -> ReleaseConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
 from schemas.crowd_config import CrowdInput
+from schemas.ldp_config import LdpInput
 from schemas.tables import ROW_NUMBER
 
 CANONICAL = ("object_id", "source_id", "value")
@@ -40,7 +41,8 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _read_table(settings: CrowdInput, wanted: list[str]) -> pa.Table:
+def read_input_table(settings: CrowdInput | LdpInput, wanted: list[str]) -> pa.Table:
+    """The ``wanted`` columns of a CSV (all read as text) or Parquet input, with one-line errors."""
     path = settings.path
     name = str(path)
     if not path.exists():
@@ -79,13 +81,13 @@ def _read_table(settings: CrowdInput, wanted: list[str]) -> pa.Table:
         raise InputError(name, f"cannot be read as {settings.format.upper()}: {_first_line(error)}") from None
 
 
-def _missing_column(name: str, settings: CrowdInput, column: str, present: list[str]) -> InputError:
+def _missing_column(name: str, settings: CrowdInput | LdpInput, column: str, present: list[str]) -> InputError:
     role = next(key for key, value in settings.columns.model_dump().items() if value == column)
     shown = ", ".join(present[:12]) + (" ..." if len(present) > 12 else "")
     return InputError(name, f"mapped column '{column}' (for {role}) is missing; the file has: {shown}", column=column)
 
 
-def _identifier_column(series: pd.Series, name: str, column: str) -> pd.Series:
+def identifier_column(series: pd.Series, name: str, column: str) -> pd.Series:
     """Ids are kept as int64 when every non-null id is an integer, otherwise as strings."""
     if pd.api.types.is_bool_dtype(series):
         raise InputError(name, "identifiers must be integers or text, not booleans", column=column)
@@ -134,15 +136,15 @@ def read_crowd_claims(settings: CrowdInput) -> pd.DataFrame:
     """
     mapping = settings.columns.model_dump()
     wanted = list(dict.fromkeys(mapping[key] for key in CANONICAL))
-    table = _read_table(settings, wanted)
+    table = read_input_table(settings, wanted)
     name = str(settings.path)
     if table.num_rows == 0:
         raise InputError(name, "no rows (empty input)")
     frame = table.to_pandas()
     claims = pd.DataFrame(
         {
-            "object_id": _identifier_column(frame[mapping["object_id"]], name, mapping["object_id"]),
-            "source_id": _identifier_column(frame[mapping["source_id"]], name, mapping["source_id"]),
+            "object_id": identifier_column(frame[mapping["object_id"]], name, mapping["object_id"]),
+            "source_id": identifier_column(frame[mapping["source_id"]], name, mapping["source_id"]),
             "value": _value_column(frame[mapping["value"]], name, mapping["value"]),
         }
     )

@@ -17,14 +17,8 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,11 +42,19 @@ from pipelines.crowd_blocks import (
     synthesis_block,
 )
 from pipelines.crowd_input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
-from pipelines.engines import make_engine
-from pipelines.engines.base import Engine, EngineError
+from pipelines.engines.base import Engine
 from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined, ReleaseRefused
 from pipelines.lake import Lake, ReleaseAlreadyPublished
 from pipelines.ledger import BudgetExceeded, PrivacyLedger
+from pipelines.release_run import (
+    ReleaseOutcome,
+    StageTimer,
+    check_release_id,
+    code_version,
+    engine_in_background,
+    new_release_id,
+    release_secret,
+)
 from pipelines.validation import validate_crowd_input, validate_crowd_output
 from schemas.crowd_config import CrowdConfig
 from schemas.tables import (
@@ -65,79 +67,9 @@ from schemas.tables import (
 from transforms.crowd_synthesis import SynthesisParameters
 from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
 from transforms.global_weights import SourceQuality, iterate_source_quality
-from transforms.keyed_randomness import new_release_secret, secret_from_hex
 from transforms.privacy_guarantee import crowd_guarantee
 
-TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
-RELEASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-
-
-@dataclass(frozen=True)
-class ReleaseOutcome:
-    release_id: str
-    status: str
-    manifest: dict[str, Any]
-    already_published: bool = False
-
-
-def release_secret() -> tuple[bytes, str]:
-    """The release secret and where it came from (never the secret itself in any output)."""
-    fixed = os.environ.get(TEST_SECRET_VARIABLE)
-    if fixed:
-        try:
-            return secret_from_hex(fixed), f"{TEST_SECRET_VARIABLE} (fixed: tests and audits only)"
-        except ValueError as error:
-            raise PrivlakeError(f"{TEST_SECRET_VARIABLE}: {error}") from None
-    return new_release_secret(), "operating system (fresh per release)"
-
-
-def new_release_id(dataset: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{dataset}-{stamp}-{os.urandom(3).hex()}"
-
-
-def code_version() -> str:
-    """The git commit of the code when run from a checkout, else the package version."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-        return f"git:{commit}{'+dirty' if dirty else ''}"
-    except (OSError, subprocess.SubprocessError):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return f"privlake {version('privlake')}"
-        except PackageNotFoundError:
-            return "unknown"
-
-
-class StageTimer:
-    """Wall time per stage, for the manifest, with an optional progress line per stage."""
-
-    def __init__(self, progress: Callable[[str], None] | None):
-        self.timings: dict[str, float] = {}
-        self._progress = progress
-
-    def report(self, text: str) -> None:
-        if self._progress:
-            self._progress(text)
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        if self._progress:
-            self._progress(name)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round(time.perf_counter() - start, 4)
+CROWD_WORKER_MODULES = ("pipelines.crowd_blocks",)
 
 
 def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
@@ -254,8 +186,7 @@ def run_crowd_release(
     lake = Lake(config.lake)
     if release_id is None:
         release_id = new_release_id(config.dataset)
-    if not RELEASE_ID_PATTERN.match(release_id):
-        raise PrivlakeError(f"release id {release_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+    check_release_id(release_id)
     if lake.is_published(release_id):
         return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
 
@@ -283,31 +214,6 @@ def run_crowd_release(
             ledger.refund(config.dataset, release_id)
         lake.discard_staging(release_id)
         raise
-
-
-def _engine_request(config: CrowdConfig, engine_name: str | None, master: str | None) -> tuple[str, dict[str, Any]]:
-    settings = config.engine
-    chosen = engine_name or settings.name
-    options: dict[str, Any] = {"parallelism": settings.parallelism}
-    if chosen == "spark":
-        options.update(master=master or settings.spark.master, spark_conf=dict(settings.spark.conf))
-    elif chosen == "beam":
-        options.update(beam_options=list(settings.beam.options))
-    return chosen, options
-
-
-def _start_engine(chosen: str, options: dict[str, Any]) -> Engine:
-    """Start the engine and warm its workers up with the crowd block functions' imports."""
-    try:
-        engine = make_engine(chosen, **options)
-    except EngineError as error:
-        raise PrivlakeError(str(error)) from None
-    try:
-        engine.warm_up(["pipelines.crowd_blocks"])
-    except BaseException:
-        engine.close()
-        raise
-    return engine
 
 
 @dataclass(frozen=True)
@@ -378,25 +284,11 @@ def _run_reserved(
     """Read and validate the input while the engine starts (a JVM for Spark), then run."""
     config, timer = context.config, context.timer
     secret, secret_source = release_secret()
-    owns_engine = engine is None
-    pending: Future[Engine] | None = None
-    if owns_engine:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privlake-engine-start")
-        pending = pool.submit(_start_engine, *_engine_request(config, engine_name, master))
-        pool.shutdown(wait=False)
-    try:
+    with engine_in_background(engine, config.engine, engine_name, master, CROWD_WORKER_MODULES) as wait_for_engine:
         prepared = _prepare_input(config, context.lake, context.release_id, timer)
-        if pending is not None:
-            with timer.stage("wait for engine"):
-                engine = pending.result()
-        assert engine is not None
-        return _run_on_engine(context, engine, secret, secret_source, prepared)
-    finally:
-        if owns_engine and pending is not None:
-            try:
-                pending.result().close()
-            except Exception:  # noqa: BLE001 - a failed start was already reported, or the run's error wins
-                pass
+        with timer.stage("wait for engine"):
+            started_engine = wait_for_engine()
+        return _run_on_engine(context, started_engine, secret, secret_source, prepared)
 
 
 def _run_on_engine(

@@ -35,6 +35,9 @@ from schemas.expectations import (
     crowd_output_claims_suites,
     crowd_output_objects_suites,
     crowd_output_per_object_suite,
+    ldp_input_suites,
+    ldp_output_suites,
+    tabular_output_suites,
 )
 
 PARTIAL_UNEXPECTED_COUNT = 20
@@ -264,7 +267,7 @@ class _IssueWriter:
 def _first_offending_row(spec: ExpectationSpec, ordered: list[dict[str, Any]]) -> tuple[dict[str, Any], int | None]:
     """The first offending row; for a duplicate, the first row repeating an earlier key, and
     the row number of that earlier occurrence."""
-    if spec.expectation_type != "expect_compound_columns_to_be_unique":
+    if spec.expectation_type not in ("expect_compound_columns_to_be_unique", "expect_column_values_to_be_unique"):
         return ordered[0], None
     seen: dict[tuple, int] = {}
     for row in ordered:
@@ -338,3 +341,36 @@ def validate_crowd_output(
     per_object_writer = _IssueWriter(None, {}, "per_object")
     per_object_writer.add(counts, crowd_output_per_object_suite(claims_per_object, k))
     return result.merged(per_object_writer.result())
+
+
+def validate_ldp_input(frame: pd.DataFrame, *, file_name: str, mechanism_names: list[str],
+                       column_names: Mapping[str, str] | None = None) -> ValidationResult:
+    """Check ldp reports (``user_id, mechanism, report`` and ``row_number``): columns, nulls, one
+    report per user, mechanisms named in the catalog. Issues use the file's column names."""
+    writer = _IssueWriter(file_name, column_names or {}, "input")
+    frame = _with_row_numbers(frame)
+    for suite in ldp_input_suites(mechanism_names):
+        if not writer.add(frame, suite):
+            break
+    return writer.result()
+
+
+def validate_ldp_output(estimate: pd.DataFrame, *, layout: str, secrets: int) -> ValidationResult:
+    """Check the released estimate before it is published."""
+    writer = _IssueWriter(None, {}, "output")
+    for suite in ldp_output_suites(layout, secrets):
+        if not writer.add(estimate, suite):
+            break
+    return writer.result()
+
+
+def validate_tabular_output(released: pd.DataFrame, schema: Any, rows: int) -> ValidationResult:
+    """Check the released synthetic records against the schema (``schemas.tabular_schema``)."""
+    categories = {a.name: list(a.categories) for a in schema.attributes if a.type == "categorical"}
+    bounds = {a.name: (float(a.bounds[0]), float(a.bounds[1])) for a in schema.attributes if a.type == "numeric"}
+    integer_columns = [a.name for a in schema.attributes if a.type == "numeric" and a.integer]
+    writer = _IssueWriter(None, {}, "output")
+    for suite in tabular_output_suites(list(schema.names), categories, bounds, integer_columns, rows):
+        if not writer.add(released, suite):
+            break
+    return writer.result()

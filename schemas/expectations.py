@@ -235,3 +235,122 @@ def crowd_output_per_object_suite(claims_per_object: int, k: int) -> Expectation
         ),
         ("object_id",),
     )
+
+
+LDP_INPUT_COLUMNS = ("user_id", "mechanism", "report")
+LDP_OUTPUT_LINE_COLUMNS = ("value", "probability")
+LDP_OUTPUT_GRID_COLUMNS = ("row", "col", "probability")
+
+
+def ldp_input_suites(mechanism_names: list[str]) -> list[ExpectationSuiteSpec]:
+    """Reports ``(user_id, mechanism, report)`` of an ldp release (issue 4, "On the platform"):
+    columns present; at least one report; nothing null; one report per user; every mechanism
+    named in the catalog. (Whether a report lies in its mechanism's output alphabet is checked
+    per mechanism by the reader, which knows the alphabets.)"""
+    index = (ROW_NUMBER_COLUMN,)
+    return [
+        _columns_exist("ldp_input_columns", LDP_INPUT_COLUMNS, index),
+        ExpectationSuiteSpec(
+            "ldp_input_values",
+            (
+                _spec("expect_table_row_count_to_be_between", "the input has no reports", min_value=1),
+                _spec("expect_column_values_to_not_be_null", "user id is missing", column="user_id"),
+                _spec("expect_column_values_to_not_be_null", "mechanism is missing", column="mechanism"),
+                _spec("expect_column_values_to_not_be_null", "report is missing", column="report"),
+                _spec(
+                    "expect_column_values_to_be_in_set",
+                    "unknown mechanism: not in the mechanism catalog",
+                    column="mechanism",
+                    value_set=list(mechanism_names),
+                ),
+                _spec(
+                    "expect_column_values_to_be_unique",
+                    "a user sent more than one report (one report per user)",
+                    column="user_id",
+                ),
+            ),
+            index,
+        ),
+    ]
+
+
+def ldp_output_suites(layout: str, secrets: int) -> list[ExpectationSuiteSpec]:
+    """The released estimate: one row per secret (``secrets`` of them), labels not null,
+    probabilities finite in [0, 1] and summing to 1 (to 1e-6)."""
+    columns = LDP_OUTPUT_GRID_COLUMNS if layout == "grid" else LDP_OUTPUT_LINE_COLUMNS
+    labels = columns[:-1]
+    return [
+        _columns_exist("ldp_output_columns", columns, ()),
+        ExpectationSuiteSpec(
+            "ldp_output_values",
+            (
+                _spec(
+                    "expect_table_row_count_to_be_between",
+                    f"the estimate must have one row per secret ({secrets})",
+                    min_value=secrets,
+                    max_value=secrets,
+                ),
+                *_finite("probability", "probability"),
+                _spec(
+                    "expect_column_values_to_be_between",
+                    "probability outside [0, 1]",
+                    column="probability",
+                    min_value=0.0,
+                    max_value=1.0,
+                ),
+                _spec(
+                    "expect_column_sum_to_be_between",
+                    "probabilities do not sum to 1",
+                    column="probability",
+                    min_value=1.0 - 1e-6,
+                    max_value=1.0 + 1e-6,
+                ),
+                _spec(
+                    "expect_compound_columns_to_be_unique" if len(labels) > 1 else "expect_column_values_to_be_unique",
+                    "a secret is listed twice",
+                    **({"column_list": list(labels)} if len(labels) > 1 else {"column": labels[0]}),
+                ),
+            ),
+            labels,
+        ),
+    ]
+
+
+def tabular_output_suites(
+    columns: list[str],
+    categories: Mapping[str, list[str]],
+    bounds: Mapping[str, tuple[float, float]],
+    integer_columns: list[str],
+    rows: int,
+) -> list[ExpectationSuiteSpec]:
+    """The released synthetic records: exactly the schema's columns (no seed index or internal
+    column), ``rows`` records, no nulls, categories from the schema's lists, numbers within the
+    schema's bounds (integers for integer attributes)."""
+    values: list[ExpectationSpec] = [
+        _spec("expect_table_row_count_to_be_between", f"the release must have {rows} records",
+              min_value=rows, max_value=rows),
+    ]
+    for column in columns:
+        values.append(_spec("expect_column_values_to_not_be_null", "synthetic value is missing", column=column))
+        if column in categories:
+            values.append(_spec("expect_column_values_to_be_in_set", "category outside the schema's list",
+                                column=column, value_set=list(categories[column])))
+        else:
+            low, high = bounds[column]
+            values.append(_spec("expect_column_values_to_be_between", f"value outside the schema's bounds [{low}, {high}]",
+                                column=column, min_value=low, max_value=high))
+    types = [
+        _spec("expect_column_values_to_be_in_type_list", "values are not integers", column=column,
+              type_list=list(INTEGER_DTYPES))
+        for column in integer_columns
+    ]
+    return [
+        ExpectationSuiteSpec(
+            "tabular_output_columns",
+            (_spec("expect_table_columns_to_match_set", "the release's columns must be exactly the schema's",
+                   column_set=list(columns), exact_match=True),),
+            (),
+        ),
+        ExpectationSuiteSpec("tabular_output_types", tuple(types), ()),
+        ExpectationSuiteSpec("tabular_output_values", tuple(values), ()),
+    ]

@@ -235,14 +235,55 @@ def test_gibu_on_grouped_users_equals_gibu_with_one_group_per_user():
         reports = np.array([generator.choice(channel.shape[1], p=channel[x]) for x in secrets])
         per_user_rows.append(channel[:, reports].T)
         mechanism_counts.append(np.bincount(reports, minlength=channel.shape[1]))
-    ungrouped = generalized_iterative_bayesian_update(np.concatenate(per_user_rows), np.ones(450),
-                                                      tolerance=1e-12, max_iterations=20_000)
     grouped_rows, grouped_counts = channel_report_groups(channels, mechanism_counts)
     assert len(grouped_counts) <= 5 + 5 + 3
-    grouped = generalized_iterative_bayesian_update(grouped_rows, grouped_counts,
-                                                    tolerance=1e-12, max_iterations=20_000)
-    np.testing.assert_allclose(grouped.estimate, ungrouped.estimate, atol=1e-10)
-    assert grouped.iterations == ungrouped.iterations
+    for acceleration in ("none", "squarem"):
+        ungrouped = generalized_iterative_bayesian_update(np.concatenate(per_user_rows), np.ones(450),
+                                                          tolerance=1e-12, max_iterations=20_000,
+                                                          acceleration=acceleration)
+        grouped = generalized_iterative_bayesian_update(grouped_rows, grouped_counts, tolerance=1e-12,
+                                                        max_iterations=20_000, acceleration=acceleration)
+        np.testing.assert_allclose(grouped.estimate, ungrouped.estimate, atol=1e-9)
+        if acceleration == "none":
+            assert grouped.iterations == ungrouped.iterations
+
+
+def _gibu_log_likelihood(rows: np.ndarray, counts: np.ndarray, theta: np.ndarray) -> float:
+    return float(counts @ np.log(rows @ theta)) / float(counts.sum())
+
+
+def test_squarem_reaches_the_plain_em_fixed_point_in_fewer_steps():
+    generator = np.random.default_rng(21)
+    k = 40
+    channels = [geometric_matrix(k, alpha) for alpha in (0.95, 0.8, 0.6)] + [krr_matrix(k, 0.5)]
+    theta = generator.dirichlet(np.ones(k))
+    counts = [sample_report_counts(generator, theta, channel, 4000) for channel in channels]
+    rows, group_counts = channel_report_groups(channels, counts)
+    plain = generalized_iterative_bayesian_update(rows, group_counts, tolerance=1e-11, max_iterations=200_000,
+                                                  acceleration="none")
+    accelerated = generalized_iterative_bayesian_update(rows, group_counts, tolerance=1e-11,
+                                                        max_iterations=200_000, acceleration="squarem")
+    assert plain.converged and accelerated.converged
+    assert accelerated.iterations < plain.iterations / 2
+    assert _gibu_log_likelihood(rows, group_counts, accelerated.estimate) >= (
+        _gibu_log_likelihood(rows, group_counts, plain.estimate) - 1e-9
+    )
+    np.testing.assert_allclose(accelerated.estimate, plain.estimate, atol=1e-5)
+
+
+def test_squarem_iterates_never_decrease_the_likelihood_and_stay_distributions():
+    generator = np.random.default_rng(22)
+    k = 12
+    channels = [geometric_matrix(k, 0.9), krr_matrix(k, 0.3)]
+    counts = [sample_report_counts(generator, generator.dirichlet(np.ones(k)), channel, 500) for channel in channels]
+    rows, group_counts = channel_report_groups(channels, counts)
+    previous = -np.inf
+    for cap in range(1, 60):
+        result = generalized_iterative_bayesian_update(rows, group_counts, tolerance=0.0, max_iterations=cap)
+        assert np.all(result.estimate >= 0) and np.isclose(result.estimate.sum(), 1.0)
+        likelihood = _gibu_log_likelihood(rows, group_counts, result.estimate)
+        assert likelihood >= previous - 1e-12
+        previous = likelihood
 
 
 def test_gibu_is_invariant_to_rescaling_a_likelihood_row():

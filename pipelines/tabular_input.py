@@ -1,0 +1,112 @@
+"""Read a tabular release's schema and records, encode them over the schema's public domains, with
+one-line errors naming the file, row (1-based data row) and column.
+
+The file is read as text (so a numeric column holding text is caught with its row), leading spaces
+after separators are dropped (Adult writes ``", "``), ``recode`` maps spellings to the schema's
+categories, and ``transforms.tabular.encoding`` turns each value into its code — categories by
+the schema's list, numbers by the schema's bins — raising for a value outside its public domain
+(or clipping it, when the schema says so). The input is only ever read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from pipelines.errors import ConfigError, InputError
+from schemas.tabular_config import TableReading
+from schemas.tabular_schema import TabularSchema, load_tabular_schema
+from transforms.tabular.encoding import ColumnMismatch, DomainViolation, EncodedRecords, encode_records
+
+
+@dataclass(frozen=True)
+class TabularRecords:
+    frame: pd.DataFrame
+    encoded: EncodedRecords
+
+
+def read_schema(path: Path) -> TabularSchema:
+    if not path.is_file():
+        raise ConfigError(f"{path}: schema file not found")
+    try:
+        return load_tabular_schema(path)
+    except ValueError as error:
+        raise ConfigError(str(error).splitlines()[0]) from None
+
+
+def file_fingerprint(*paths: Path) -> str:
+    """SHA-256 of the files' bytes, in order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digest.update(b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
+def read_table(reading: TableReading, schema: TabularSchema) -> pd.DataFrame:
+    """The table as text columns named like the schema's attributes (Parquet keeps its types)."""
+    name = str(reading.path)
+    if not reading.path.exists():
+        raise InputError(name, "file not found")
+    if not reading.path.is_file():
+        raise InputError(name, "is not a file")
+    try:
+        if reading.format == "parquet":
+            frame = pq.read_table(reading.path).to_pandas()
+        else:
+            if reading.path.stat().st_size == 0:
+                raise InputError(name, "empty file: no header and no rows")
+            frame = pd.read_csv(
+                reading.path,
+                header=0 if reading.header else None,
+                names=None if reading.header else list(schema.names),
+                dtype=str,
+                keep_default_na=False,
+                skipinitialspace=True,
+                index_col=False,
+            )
+    except InputError:
+        raise
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(name, f"cannot be read as {reading.format.upper()}: {first}") from None
+    frame.columns = [str(column).strip() for column in frame.columns]
+    return frame
+
+
+def _apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
+    for column, mapping in reading.recode.items():
+        if column not in frame.columns:
+            raise ConfigError(f"recode: column {column!r} is not in {reading.path}")
+        frame[column] = frame[column].replace(mapping)
+    return frame
+
+
+def _as_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """Empty text fields are missing values (CSV has no other way to write a null)."""
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = frame[column].where(frame[column].astype(str).str.strip() != "", None)
+    return frame
+
+
+def read_tabular_records(reading: TableReading, schema: TabularSchema) -> TabularRecords:
+    """Read, recode and encode; ``InputError`` for an unknown or missing column, an empty table, a
+    value outside its public domain, text in a numeric column or a missing value."""
+    name = str(reading.path)
+    frame = _apply_recode(_as_missing(read_table(reading, schema)), reading)
+    if len(frame) == 0:
+        raise InputError(name, "no rows (empty table)")
+    try:
+        encoded = encode_records(frame, schema)
+    except ColumnMismatch as error:
+        raise InputError(name, str(error)) from None
+    except DomainViolation as error:
+        raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
+    return TabularRecords(frame[list(schema.names)], encoded)

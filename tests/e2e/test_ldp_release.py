@@ -1,0 +1,233 @@
+"""The ldp release end to end: simulate reports through the clients' code path, release on every
+engine (identical estimates, equal to the estimator run on the simulator's own statistics),
+export, and refuse bad input with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from pipelines.cli import main
+from pipelines.config_loader import load_config
+from pipelines.engines import make_engine
+from pipelines.lake import Lake
+from pipelines.ldp_pipeline import run_ldp_release
+from pipelines.ldp_simulation import simulate_ldp_reports, simulation_catalog
+from schemas.manifest import missing_manifest_keys
+from transforms.keyed_randomness import secret_from_hex
+from transforms.ldp.distribution_metrics import earth_movers_distance_line
+from transforms.ldp.estimators import (
+    channel_report_groups,
+    generalized_iterative_bayesian_update,
+    krr_closed_form_estimate,
+    rappor_estimate,
+)
+from transforms.ldp.simulation import simulate_reports
+
+SECRET_HEX = "1dbb" * 16
+LINE_SIZE = 30
+
+
+@pytest.fixture(autouse=True)
+def _fixed_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRIVLAKE_TEST_SECRET", SECRET_HEX)
+
+
+def line_secrets(n: int = 6000, seed: int = 5) -> np.ndarray:
+    return np.random.default_rng(seed).binomial(LINE_SIZE - 1, 0.4, size=n) + 10
+
+
+def ldp_config(directory: Path, mechanisms: list[dict], *, method: str = "gibu", report_format: str = "parquet",
+               **sections: object) -> Path:
+    """A line-layout ldp config (secrets 10..39) with a simulation over ``line_secrets``."""
+    source = directory / "secrets.csv"
+    if not source.exists():
+        pd.DataFrame({"age": line_secrets()}).to_csv(source, index=False)
+    config: dict = {
+        "kind": "ldp",
+        "dataset": "ages",
+        "lake": str(directory / "lake"),
+        "input": {
+            "path": str(directory / f"reports.{report_format}"),
+            "format": report_format,
+            "catalog": str(directory / "catalog.json"),
+        },
+        "secrets": {"layout": "line", "first_value": 10, "values": LINE_SIZE},
+        "estimator": {"method": method},
+        "evaluation": {"truth_path": str(directory / "truth.parquet")},
+        "simulation": {
+            "source": {"path": str(source), "columns": ["age"]},
+            "mechanisms": mechanisms,
+            "truth_out": str(directory / "truth.parquet"),
+        },
+    }
+    config.update(sections)
+    path = directory / "ldp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+MIXED = [
+    {"type": "krr", "epsilon": [0.5, 3.0], "count": 3},
+    {"type": "truncated_geometric", "epsilon": [0.3, 1.5], "count": 3, "share": 2.0},
+]
+RAPPOR = [{"type": "rappor", "epsilon": [0.5, 4.0], "count": 4}]
+
+
+def engine_for(name: str, spark_session):
+    return make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
+
+
+def simulated_release(tmp_path: Path, mechanisms: list[dict], method: str, engine_name: str, spark_session,
+                      release_id: str = "ldp-1") -> tuple[dict, pd.DataFrame, Path]:
+    config_path = ldp_config(tmp_path, mechanisms, method=method)
+    config = load_config(config_path)
+    simulate_ldp_reports(config)
+    with engine_for(engine_name, spark_session) as engine:
+        outcome = run_ldp_release(config, release_id=release_id, engine=engine)
+    estimate = Lake(config.lake).read_release(release_id).to_pandas().sort_values("value", ignore_index=True)
+    return outcome.manifest, estimate, config_path
+
+
+@pytest.fixture(scope="module")
+def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> dict:
+    results = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVLAKE_TEST_SECRET", SECRET_HEX)
+        for case, mechanisms, method in (("mixed-gibu", MIXED, "gibu"), ("rappor-rap_m", RAPPOR, "rap_m"),
+                                         ("rappor-gibu", RAPPOR, "gibu")):
+            for engine_name in ("local", "spark", "beam"):
+                directory = tmp_path_factory.mktemp(f"{case}-{engine_name}")
+                results[case, engine_name] = simulated_release(
+                    directory, mechanisms, method, engine_name, spark_session
+                )
+    return results
+
+
+@pytest.mark.spark
+@pytest.mark.beam
+@pytest.mark.parametrize("case", ["mixed-gibu", "rappor-rap_m", "rappor-gibu"])
+@pytest.mark.parametrize("engine_name", ["spark", "beam"])
+def test_every_engine_publishes_the_identical_estimate(engine_releases: dict, case: str, engine_name: str) -> None:
+    local_manifest, local_estimate, _ = engine_releases[case, "local"]
+    manifest, estimate, _ = engine_releases[case, engine_name]
+    assert manifest["engine"] == engine_name
+    pd.testing.assert_frame_equal(estimate, local_estimate, check_exact=True)
+    for key in ("n", "iterations", "converged", "mechanism_mix", "estimator"):
+        assert manifest[key] == local_manifest[key]
+
+
+def _simulated(config_path: Path):
+    """The simulator's clients replayed from the config, with the catalog in sorted-name order
+    (the release's mechanism codes): (sorted mechanisms, secrets, per-user sorted code, reports)."""
+    config = load_config(config_path)
+    named, shares = simulation_catalog(config)
+    ages = pd.read_csv(config.simulation.source.path)["age"].to_numpy() - 10
+    simulated = simulate_reports(ages, list(named.values()), shares, secret_from_hex(SECRET_HEX), "simulate-ages")
+    names = sorted(named)
+    sorted_code = np.array([names.index(name) for name in named])[simulated.user_mechanism]
+    return [named[name] for name in names], ages, sorted_code, simulated.reports
+
+
+@pytest.mark.spark
+def test_mixed_release_equals_gibu_on_the_simulated_clients_statistics(engine_releases: dict) -> None:
+    manifest, estimate, config_path = engine_releases["mixed-gibu", "local"]
+    mechanisms, ages, codes, reports = _simulated(config_path)
+    counts = [np.bincount(reports[codes == code], minlength=m.output_size) for code, m in enumerate(mechanisms)]
+    likelihoods, group_counts = channel_report_groups([m.channel_matrix() for m in mechanisms], counts)
+    reference = generalized_iterative_bayesian_update(likelihoods, group_counts, tolerance=1e-8, max_iterations=10_000)
+    np.testing.assert_allclose(estimate["probability"].to_numpy(), reference.estimate, rtol=0, atol=1e-12)
+    assert manifest["iterations"] == reference.iterations and manifest["converged"] == reference.converged
+    assert manifest["n"] == len(ages) == sum(entry["users"] for entry in manifest["mechanism_mix"])
+    assert [entry["users"] for entry in manifest["mechanism_mix"]] == np.bincount(codes).tolist()
+    truth = np.bincount(ages, minlength=LINE_SIZE) / len(ages)
+    assert manifest["evaluation"]["emd"] == pytest.approx(earth_movers_distance_line(reference.estimate, truth))
+
+
+@pytest.mark.spark
+def test_rappor_release_equals_rap_m_on_the_simulated_bit_sums(engine_releases: dict) -> None:
+    manifest, estimate, config_path = engine_releases["rappor-rap_m", "local"]
+    mechanisms, ages, codes, reports = _simulated(config_path)
+    users = np.bincount(codes, minlength=len(mechanisms))
+    reference = rappor_estimate(reports.sum(axis=0), len(ages), np.array([m.epsilon for m in mechanisms]), users)
+    np.testing.assert_allclose(estimate["probability"].to_numpy(), reference, rtol=0, atol=1e-12)
+    assert manifest["estimator"] == "rap_m" and manifest["iterations"] == 0
+
+
+@pytest.mark.spark
+def test_gibu_on_rappor_bit_vectors_is_at_least_as_accurate_as_rap_m(engine_releases: dict) -> None:
+    rap_m = engine_releases["rappor-rap_m", "local"][0]["evaluation"]["emd"]
+    gibu = engine_releases["rappor-gibu", "local"][0]["evaluation"]["emd"]
+    assert gibu <= rap_m * 1.05
+
+
+def test_all_krr_inv_m_uses_the_closed_form(tmp_path: Path) -> None:
+    config_path = ldp_config(tmp_path, [{"type": "krr", "epsilon": [1.0, 3.0], "count": 3}], method="inv_m")
+    config = load_config(config_path)
+    simulate_ldp_reports(config)
+    manifest = run_ldp_release(config, release_id="krr-1").manifest
+    mechanisms, ages, codes, reports = _simulated(config_path)
+    users = np.bincount(codes, minlength=len(mechanisms))
+    reference = krr_closed_form_estimate(np.array([m.epsilon for m in mechanisms]), LINE_SIZE,
+                                         np.bincount(reports, minlength=LINE_SIZE), users)
+    estimate = Lake(config.lake).read_release("krr-1").to_pandas().sort_values("value")["probability"].to_numpy()
+    np.testing.assert_allclose(estimate, reference, rtol=0, atol=1e-12)
+    assert manifest["estimator"] == "inv_m (k-RR closed form)"
+    assert missing_manifest_keys(manifest) == []
+
+
+def test_cli_simulate_run_show_export_on_csv_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_path = ldp_config(tmp_path, MIXED, report_format="csv")
+    assert main(["simulate-ldp", str(config_path)]) == 0
+    reports = pd.read_csv(tmp_path / "reports.csv")
+    assert list(reports.columns) == ["user_id", "mechanism", "report"] and len(reports) == 6000
+    assert main(["run", str(config_path), "--release-id", "cli-1"]) == 0
+    assert "converged" in capsys.readouterr().out
+    assert main(["show", "cli-1", "--lake", str(tmp_path / "lake"), "--json"]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert missing_manifest_keys(manifest) == []
+    assert manifest["kind"] == "ldp" and manifest["delta"] == 0.0
+    mix = {entry["name"]: entry for entry in manifest["mechanism_mix"]}
+    assert manifest["epsilon"] == max(entry["worst_case_ldp_epsilon"] for entry in mix.values())
+    assert mix["krr_eps0.5"]["worst_case_ldp_epsilon"] == pytest.approx(0.5)
+    assert mix["truncated_geometric_eps0.3"]["worst_case_ldp_epsilon"] == pytest.approx(0.3 * (LINE_SIZE - 1))
+    assert set(manifest["catalog"]) == set(mix)
+    out = tmp_path / "estimate.parquet"
+    assert main(["export", "cli-1", "--lake", str(tmp_path / "lake"), "--out", str(out)]) == 0
+    exported = pd.read_parquet(out)
+    assert list(exported.columns) == ["value", "probability"]
+    assert exported["value"].tolist() == list(range(10, 10 + LINE_SIZE))
+    assert exported["probability"].sum() == pytest.approx(1.0) and (exported["probability"] >= 0).all()
+
+
+GOWALLA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "gowalla_sf" / "checkins_sf_grid.csv"
+
+
+def test_gowalla_example_config_runs_and_recovers_the_check_in_distribution(tmp_path: Path) -> None:
+    assert GOWALLA.is_file(), f"the shared Gowalla data set is missing at {GOWALLA}"
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "ldp_gowalla.yaml").read_text())
+    example["lake"] = str(tmp_path / "lake")
+    example["input"]["path"] = str(tmp_path / "reports.parquet")
+    example["input"]["catalog"] = str(tmp_path / "catalog.json")
+    example["evaluation"]["truth_path"] = example["simulation"]["truth_out"] = str(tmp_path / "truth.parquet")
+    example["simulation"]["source"]["path"] = str(GOWALLA)
+    config_path = tmp_path / "gowalla.yaml"
+    config_path.write_text(yaml.safe_dump(example))
+    assert main(["simulate-ldp", str(config_path)]) == 0
+    assert main(["run", str(config_path), "--release-id", "gowalla-1"]) == 0
+    manifest = Lake(tmp_path / "lake").manifest("gowalla-1")
+    assert manifest["n"] == 123_026 and manifest["converged"]
+    truth = pd.read_parquet(tmp_path / "truth.parquet")["probability"].to_numpy()
+    # The uniform distribution is what an estimator that learned nothing returns; GIBU must be far closer.
+    from transforms.ldp.distribution_metrics import earth_movers_distance_grid
+
+    uniform_emd = earth_movers_distance_grid(np.full(384, 1 / 384), truth, 16, 24, 0.5)
+    assert manifest["evaluation"]["emd"] < 0.25 * uniform_emd
+    exported = tmp_path / "estimate.parquet"
+    assert main(["export", "gowalla-1", "--lake", str(tmp_path / "lake"), "--out", str(exported)]) == 0
+    assert list(pd.read_parquet(exported).columns) == ["row", "col", "probability"]

@@ -1,0 +1,2 @@
+"""Unit tests of the tabular release kind's engine-free mathematics (schema, encoding, split, parameters,
+synthesis, privacy test, guarantee, in-memory release)."""
