@@ -14,12 +14,13 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from pipelines.errors import ConfigError, InputError
 from schemas.tabular_config import TableReading
-from schemas.tabular_schema import TabularSchema, load_tabular_schema
+from schemas.tabular_schema import NumericAttribute, TabularSchema, load_tabular_schema
 from transforms.tabular.encoding import ColumnMismatch, DomainViolation, EncodedRecords, encode_records
 
 
@@ -109,4 +110,18 @@ def read_tabular_records(reading: TableReading, schema: TabularSchema) -> Tabula
         raise InputError(name, str(error)) from None
     except DomainViolation as error:
         raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
-    return TabularRecords(frame[list(schema.names)], encoded)
+    return TabularRecords(typed_frame(frame, schema), encoded)
+
+
+def typed_frame(frame: pd.DataFrame, schema: TabularSchema) -> pd.DataFrame:
+    """The schema's columns with the release's types: categories as text, numbers as numbers
+    (clipped to the bounds where the schema clips), for the evaluation's classifiers."""
+    columns = {}
+    for attribute in schema.attributes:
+        column = frame[attribute.name]
+        if isinstance(attribute, NumericAttribute):
+            numbers = pd.to_numeric(column).astype(np.float64).clip(*attribute.bounds)
+            columns[attribute.name] = numbers.round().astype(np.int64) if attribute.integer else numbers
+        else:
+            columns[attribute.name] = column.astype(str)
+    return pd.DataFrame(columns)

@@ -155,7 +155,7 @@ def best_composition(
     return basic_epsilon, basic_delta, BASIC
 
 
-def _composition_entry(
+def composition_entry(
     epsilon: float, delta: float, times: int, delta_slack: float, covers: str
 ) -> dict[str, Any]:
     basic = compose_basic(epsilon, delta, times)
@@ -223,7 +223,7 @@ def crowd_guarantee(
             raise ValueError(f"{name} must be a positive integer")
     slack = delta if composition_delta_slack is None else composition_delta_slack
     composition: dict[str, Any] = {
-        "per_object": _composition_entry(
+        "per_object": composition_entry(
             epsilon,
             delta,
             max_attempts_per_object,
@@ -235,7 +235,7 @@ def crowd_guarantee(
     if max_objects_per_source is not None:
         if not _is_integer(max_objects_per_source) or max_objects_per_source < 1:
             raise ValueError("max_objects_per_source must be a positive integer")
-        composition["per_source_per_test"] = _composition_entry(
+        composition["per_source_per_test"] = composition_entry(
             epsilon,
             delta,
             max_objects_per_source,
@@ -243,7 +243,7 @@ def crowd_guarantee(
             f"all claims of one source, one test on each of its at most {max_objects_per_source} "
             "objects (the headline scope, composed across the source's objects)",
         )
-        composition["per_source"] = _composition_entry(
+        composition["per_source"] = composition_entry(
             epsilon,
             delta,
             max_objects_per_source * max_attempts_per_object,

@@ -1,0 +1,1 @@
+"""Review tests of the tabular kind's privacy mathematics (brief D)."""
