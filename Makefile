@@ -32,7 +32,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 
 bench: $(STAMP)
+	$(PIP) install --quiet -e ".[dev,bench]"
 	$(PY) benchmarks/crowd_scaling.py
+	$(PY) benchmarks/ldp_reproduction.py
 
 clean:
 	rm -rf lake data .pytest_cache
