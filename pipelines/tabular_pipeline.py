@@ -443,7 +443,19 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
         "input_fingerprint": prepared.fingerprint,
         "input_rows": int(prepared.codes.shape[0]),
         "config": config.model_dump(mode="json", by_alias=True),
-        "validation": {"output": output_validation.to_json()},
+        "validation": {
+            "input": {
+                "success": True,
+                "checks": [
+                    "columns are exactly the schema's attributes",
+                    "no missing values",
+                    "every value inside its attribute's public domain (categories, bounds), or clipped as the schema allows",
+                    f"at least {minimum_record_count(config.privacy.k, config.split.seeds, config.split.structure, config.split.parameters)} records for the split and k",
+                ],
+                "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
+            },
+            "output": output_validation.to_json(),
+        },
         "evaluation": evaluation,
         "timings": {},
         "code_version": code_version(),
