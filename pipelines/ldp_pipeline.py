@@ -13,9 +13,8 @@ Stages:
    mechanism's output alphabet, and stage canonical Parquet ``(mechanism_code, report)``.
 3. One pass on the engine computes the sufficient statistics: users per (mechanism, report);
    for RAPPOR, bit sums per mechanism (RAP_M) or users per distinct bit vector (GIBU).
-4. The driver runs the estimator (single-threaded BLAS: its matrix-vector products are small, and
-   BLAS threads only contend), validates the estimate and publishes it with its manifest in one
-   Iceberg commit (or quarantines it).
+4. The driver runs the estimator, validates the estimate and publishes it with its manifest in
+   one Iceberg commit (or quarantines it).
 
 Privacy: the reports are already ε_i-LDP; estimating is post-processing, so the release spends
 no further budget and draws no randomness. The manifest states each mechanism's worst-case
@@ -34,7 +33,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from threadpoolctl import threadpool_limits
 
 from pipelines.engines.base import Engine
 from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined
@@ -112,7 +110,7 @@ def run_ldp_release(
             staged, fingerprint, validation, n = _prepare_reports(config, catalog, lake, release_id, timer)
             with timer.stage("wait for engine"):
                 started_engine = wait_for_engine()
-            with timer.stage("count reports and estimate"), threadpool_limits(limits=1, user_api="blas"):
+            with timer.stage("count reports and estimate"):
                 estimate, users = _estimate_on_engine(config, catalog, started_engine, staged)
             engine_label = started_engine.name
         return _publish(config, catalog, lake, release_id, started, timer, estimate, users, engine_label,

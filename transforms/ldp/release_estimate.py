@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from transforms.ldp.estimators import (
+    DEFAULT_TOLERANCE,
     Acceleration,
     EstimationResult,
     average_channel,
@@ -60,7 +61,7 @@ def estimate_from_report_counts(
     report_counts: Sequence[np.ndarray],
     method: str,
     post_processing: str = "projection",
-    tolerance: float = 1e-10,
+    tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = 10_000,
     acceleration: Acceleration = "squarem",
 ) -> ReleaseEstimate:
@@ -120,7 +121,7 @@ def estimate_from_bit_vector_groups(
     mechanism_codes: np.ndarray,
     bit_vectors: np.ndarray,
     counts: np.ndarray,
-    tolerance: float = 1e-10,
+    tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = 10_000,
     acceleration: Acceleration = "squarem",
 ) -> ReleaseEstimate:
