@@ -41,8 +41,12 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def read_input_table(settings: CrowdInput | LdpInput, wanted: list[str]) -> pa.Table:
-    """The ``wanted`` columns of a CSV (all read as text) or Parquet input, with one-line errors."""
+def read_input_table(
+    settings: CrowdInput | LdpInput, wanted: list[str], dictionary_columns: tuple[str, ...] = ()
+) -> pa.Table:
+    """The ``wanted`` columns of a CSV (all read as text) or Parquet input, with one-line errors.
+    ``dictionary_columns`` of a Parquet file are read dictionary-encoded (pandas categoricals: a
+    column of few distinct labels then costs integers, not millions of Python strings)."""
     path = settings.path
     name = str(path)
     if not path.exists():
@@ -74,7 +78,8 @@ def read_input_table(settings: CrowdInput | LdpInput, wanted: list[str]) -> pa.T
         missing = [column for column in wanted if column not in schema.names]
         if missing:
             raise _missing_column(name, settings, missing[0], schema.names)
-        return pq.read_table(path, columns=wanted)
+        present = [column for column in dictionary_columns if column in wanted]
+        return pq.read_table(path, columns=wanted, read_dictionary=present or None)
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError, UnicodeDecodeError) as error:

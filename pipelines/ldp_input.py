@@ -149,7 +149,7 @@ def read_ldp_reports(settings: LdpInput) -> pd.DataFrame:
     text for CSV and bit vectors). Parse-level problems raise ``InputError``."""
     mapping = settings.columns.model_dump()
     wanted = list(dict.fromkeys(mapping[key] for key in CANONICAL))
-    table = read_input_table(settings, wanted)
+    table = read_input_table(settings, wanted, dictionary_columns=(mapping["mechanism"],))
     name = str(settings.path)
     if table.num_rows == 0:
         raise InputError(name, "no rows (empty input)")
@@ -157,7 +157,7 @@ def read_ldp_reports(settings: LdpInput) -> pd.DataFrame:
     reports = pd.DataFrame(
         {
             "user_id": frame[mapping["user_id"]],
-            "mechanism": frame[mapping["mechanism"]].astype(object),
+            "mechanism": frame[mapping["mechanism"]],
             "report": frame[mapping["report"]],
         }
     )
