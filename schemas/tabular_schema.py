@@ -25,6 +25,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from schemas.uniqueness import require_unique
+
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -40,11 +42,7 @@ class CategoricalAttribute(StrictModel):
     @field_validator("categories")
     @classmethod
     def _unique_categories(cls, categories: list[str]) -> list[str]:
-        seen: set[str] = set()
-        for category in categories:
-            if category in seen:
-                raise ValueError(f"category {category!r} is listed twice")
-            seen.add(category)
+        require_unique(categories, "category", "is listed twice")
         return categories
 
     @property
@@ -106,11 +104,7 @@ class TabularSchema(StrictModel):
     @field_validator("attributes")
     @classmethod
     def _unique_names(cls, attributes: list[AttributeSpec]) -> list[AttributeSpec]:
-        seen: set[str] = set()
-        for attribute in attributes:
-            if attribute.name in seen:
-                raise ValueError(f"attribute name {attribute.name!r} is used twice")
-            seen.add(attribute.name)
+        require_unique((attribute.name for attribute in attributes), "attribute name")
         return attributes
 
     @property

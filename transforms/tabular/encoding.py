@@ -30,16 +30,7 @@ import numpy as np
 import pandas as pd
 
 from schemas.tabular_schema import CategoricalAttribute, NumericAttribute, TabularSchema
-
-
-class DomainViolation(ValueError):
-    """A value outside its attribute's public domain; ``row`` is the 0-based position in the frame."""
-
-    def __init__(self, row: int, column: str, message: str) -> None:
-        super().__init__(f"row {row}, column {column!r}: {message}")
-        self.row = row
-        self.column = column
-        self.message = message
+from transforms.domain_violation import DomainViolation
 
 
 class ColumnMismatch(ValueError):

@@ -1,0 +1,503 @@
+"""The per-choice linear latent filter, its distortion in closed form, and its min-max training.
+
+Issue 5, step 2 (Chen, Navidi, Rajagopal, "Generating private data with user customization": one
+small filter per (private label, utility label) choice on top of the frozen shared VAE).
+
+Filter. For a record with latent ``z`` (a draw from the encoder's posterior ``q_e(z|x)``) and
+private label ``y ∈ {0, …, c−1}``::
+
+    z̃ = z + A·ε + B·e_y,    ε ~ N(0, I_m),
+
+with ``A`` a ``k × m`` noise matrix, ``B`` a ``k × c`` label-shift matrix (column ``y`` is the shift of
+class ``y``) and ``e_y`` the one-hot vector of ``y``. The encoder and decoder stay frozen.
+
+Distortion ``D(q_f ‖ q_e)``, closed form. With the posterior ``q_e(z|x_i) = N(μ_i, Σ_i)``,
+``Σ_i = diag σ_i²``, the filtered latent is a sum of independent Gaussians, so
+``q_f(z̃|x_i, y_i) = N(μ_i + B e_{y_i}, Σ_i + AAᵀ)``. For Gaussians,
+``KL(N(m₁, S₁) ‖ N(m₀, S₀)) = ½[tr(S₀⁻¹S₁) − k + (m₁ − m₀)ᵀS₀⁻¹(m₁ − m₀) + log det S₀ − log det S₁]``.
+Substituting ``S₀ = Σ_i``, ``S₁ = Σ_i + AAᵀ``, ``m₁ − m₀ = B e_{y_i}``: ``tr(Σ_i⁻¹(Σ_i + AAᵀ)) = k +
+tr(AᵀΣ_i⁻¹A)`` and ``det(Σ_i + AAᵀ)/det Σ_i = det(I_k + Σ_i^{-½}AAᵀΣ_i^{-½}) = det(I_m + AᵀΣ_i⁻¹A)``
+(Sylvester's determinant identity). With ``M_i = AᵀΣ_i⁻¹A`` (``m × m``, eigenvalues ``λ_{i,r} ≥ 0``)::
+
+    D_i = ½ [ tr M_i − log det(I_m + M_i) + (B e_{y_i})ᵀ Σ_i⁻¹ (B e_{y_i}) ]
+        = ½ [ Σ_r (λ_{i,r} − log(1 + λ_{i,r})) + Σ_j (B_{j,y_i})² / σ_{i,j}² ],
+
+    D(q_f ‖ q_e) = (1/n) Σ_i D_i     (nats, averaged over the records).
+
+Every term is non-negative, and ``D`` is 0 exactly when ``A = 0`` and ``B e_y = 0`` for the labels
+present. Scaling ``(A, B) → (tA, tB)`` maps ``λ → t²λ`` and the shift term to ``t²`` times itself;
+since ``x − log(1 + x)`` increases on ``x ≥ 0``, ``D(t)`` increases in ``t``.
+
+Budget ``D ≤ b``, enforced by projection: after every filter update, if the estimate of ``D`` on
+``projection_sample`` records of the minibatch (an unbiased estimate of the average) exceeds ``b``,
+``(A, B)`` is scaled by the ``t ∈ (0, 1)`` that brings it to ``b`` (bisection on the monotone
+``D(t)``); at the end of training the same scaling is applied with ``D`` computed exactly over all
+training records, keeping the lower bisection end, so the returned filter satisfies ``D ≤ b`` on its
+training records (on other records of the same population ``D`` is ``b`` up to sampling error).
+
+Min-max training (the paper's alternating steps). On minibatches of filtered latents ``z̃``:
+
+1. the adversary ``h(z̃) → y`` (a small MLP) takes ``adversary_steps`` gradient steps on its
+   cross-entropy ``ℓ_h = CE(h(z̃), y)``, and the utility classifier ``ν(z̃) → u`` one step on
+   ``ℓ_ν = CE(ν(z̃), u)`` (``A, B`` fixed);
+2. the filter takes one step on ``L_f = −P + β·ℓ_ν`` (``h, ν`` fixed), then is projected on the
+   budget. ``P`` is the privacy term: with ``privacy_objective="adversary_loss"`` (the default, the
+   objective as issue 5 states it) ``P = ℓ_h``, the adversary's loss is maximized; with
+   ``"prior_matching"`` ``P = −KL(π ‖ h(z̃))`` averaged over records, with ``π`` the private label's
+   training frequencies: the filter pushes the adversary's posterior toward the prior. Against a
+   best-response adversary both are ideal at independence of ``z̃`` and ``y``; prior matching does not
+   reward making the current adversary confidently wrong (a label flip that a re-trained adversary
+   undoes);
+3. every ``refit_every`` filter steps the adversary is re-initialized and re-fit for
+   ``refit_epochs`` epochs on held-out records' filtered latents, so the filter is always tested
+   against a fresh best response rather than one it has learned to fool.
+
+Optional label-sensitivity cap (``max_sensitivity``, not in the paper): the Rényi DP of the filter
+for the private label is ``ε(α) = (α/2)·s²`` with ``s = max_{y≠y′} ‖(AAᵀ)^{-½}B(e_y − e_{y′})‖``
+(``filter_accounting.py``). The adversarial objective alone does not keep ``s`` small, so the
+accounted ``ε`` can be very large. With a cap, after every step (and at the end) ``B`` is scaled
+down to ``s ≤ max_sensitivity`` (``s`` is linear in ``B``; scaling both ``A`` and ``B`` by the budget
+projection leaves ``s`` unchanged, and shrinking ``B`` only lowers ``D``), which makes ``ε(α)`` a
+design parameter of the choice.
+
+All draws come from one torch generator seeded from the caller's keyed generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from transforms.filter.vae import multilayer_perceptron, seeded_torch_generator
+
+
+@dataclass(frozen=True, eq=False)
+class LinearLatentFilter:
+    """``z̃ = z + A·ε + B·e_y``: ``noise_matrix`` is ``A`` (``k × m``), ``label_shift`` is ``B`` (``k × c``)."""
+
+    noise_matrix: np.ndarray
+    label_shift: np.ndarray
+
+    def __post_init__(self) -> None:
+        noise = np.asarray(self.noise_matrix, dtype=np.float64)
+        shift = np.asarray(self.label_shift, dtype=np.float64)
+        if noise.ndim != 2 or shift.ndim != 2 or noise.shape[0] != shift.shape[0]:
+            raise ValueError("A must be k × m and B must be k × c with the same k")
+        if not (np.isfinite(noise).all() and np.isfinite(shift).all()):
+            raise ValueError("the filter's matrices must be finite")
+        object.__setattr__(self, "noise_matrix", noise)
+        object.__setattr__(self, "label_shift", shift)
+
+    @property
+    def latent_dimension(self) -> int:
+        return int(self.noise_matrix.shape[0])
+
+    @property
+    def noise_dimension(self) -> int:
+        return int(self.noise_matrix.shape[1])
+
+    @property
+    def private_classes(self) -> int:
+        return int(self.label_shift.shape[1])
+
+    def scaled(self, factor: float) -> LinearLatentFilter:
+        return LinearLatentFilter(self.noise_matrix * factor, self.label_shift * factor)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the matrices as nested lists of floats (exact round trip)."""
+        return {"noise_matrix": self.noise_matrix.tolist(), "label_shift": self.label_shift.tolist()}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> LinearLatentFilter:
+        return cls(
+            np.asarray(document["noise_matrix"], dtype=np.float64),
+            np.asarray(document["label_shift"], dtype=np.float64),
+        )
+
+
+def _checked_labels(labels: np.ndarray, classes: int, name: str) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name} must be a 1-d array of integer codes")
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise ValueError(f"{name} must be codes in [0, {classes})")
+    return labels.astype(np.int64)
+
+
+def sample_posterior(mean: np.ndarray, log_variance: np.ndarray, standard_normal: np.ndarray) -> np.ndarray:
+    """``z = μ + σ·ε₀``: a draw from the encoder's posterior given standard normal draws ``ε₀``."""
+    return np.asarray(mean) + np.exp(0.5 * np.asarray(log_variance)) * np.asarray(standard_normal)
+
+
+def apply_latent_filter(
+    latents: np.ndarray,
+    private_labels: np.ndarray,
+    latent_filter: LinearLatentFilter,
+    standard_normal: np.ndarray,
+) -> np.ndarray:
+    """``z̃ = z + A·ε + B·e_y`` for every row, given the ``(n, m)`` standard normal draws ``ε``.
+
+    ``A·ε`` is an unoptimized ``einsum`` (a fixed summation order per row, no BLAS kernel chosen by
+    the batch's shape), so a record's output does not depend on the other records in its batch.
+    """
+    labels = _checked_labels(private_labels, latent_filter.private_classes, "private_labels")
+    noise = np.asarray(standard_normal, dtype=np.float64)
+    if noise.shape != (len(labels), latent_filter.noise_dimension):
+        raise ValueError(f"standard_normal must have shape ({len(labels)}, {latent_filter.noise_dimension})")
+    noise_term = np.einsum("nr,kr->nk", noise, latent_filter.noise_matrix, optimize=False)
+    return np.asarray(latents, dtype=np.float64) + noise_term + latent_filter.label_shift[:, labels].T
+
+
+def privatize_latents(
+    mean: np.ndarray,
+    log_variance: np.ndarray,
+    private_labels: np.ndarray,
+    latent_filter: LinearLatentFilter,
+    rng: np.random.Generator,
+    posterior_sampling: bool = True,
+) -> np.ndarray:
+    """Filtered latents of records: ``z ~ q_e(z|x)`` (or ``z = μ`` without posterior sampling), then
+    the filter. Draws, in this order, an ``(n, k)`` then an ``(n, m)`` standard normal block from
+    ``rng``."""
+    mean = np.asarray(mean, dtype=np.float64)
+    latents = mean
+    if posterior_sampling:
+        latents = sample_posterior(mean, log_variance, rng.standard_normal(mean.shape))
+    noise = rng.standard_normal((mean.shape[0], latent_filter.noise_dimension))
+    return apply_latent_filter(latents, private_labels, latent_filter, noise)
+
+
+def label_pair_mahalanobis(latent_filter: LinearLatentFilter, null_tolerance: float = 1e-9) -> np.ndarray:
+    """The squared Mahalanobis distance ``Δᵀ(AAᵀ)⁺Δ`` for every label pair ``(y, y′)`` (``c × c``, symmetric, zero diagonal), ``∞`` where
+    ``Δ = B(e_y − e_{y′})`` has a component outside ``range(AAᵀ)`` larger than ``null_tolerance·‖Δ‖``.
+
+    The range is spanned by the left singular vectors of ``A`` whose singular values exceed
+    ``s_max · max(k, m) · eps`` (NumPy's rank convention).
+    """
+    noise = latent_filter.noise_matrix
+    shift = latent_filter.label_shift
+    left, singular, _ = np.linalg.svd(noise, full_matrices=False)
+    rank_tolerance = (singular.max() if singular.size else 0.0) * max(noise.shape) * np.finfo(np.float64).eps
+    keep = singular > rank_tolerance
+    basis, kept = left[:, keep], singular[keep]
+    classes = latent_filter.private_classes
+    result = np.zeros((classes, classes))
+    for first in range(classes):
+        for second in range(first + 1, classes):
+            difference = shift[:, first] - shift[:, second]
+            norm = float(np.linalg.norm(difference))
+            if norm == 0.0:
+                continue
+            coordinates = basis.T @ difference
+            residual = float(np.linalg.norm(difference - basis @ coordinates))
+            value = math.inf if residual > null_tolerance * norm else float(((coordinates / kept) ** 2).sum())
+            result[first, second] = result[second, first] = value
+    return result
+
+
+def label_sensitivity(latent_filter: LinearLatentFilter) -> float:
+    """``s = max_{y≠y′} √(Δᵀ(AAᵀ)⁺Δ)``, the filter's Mahalanobis sensitivity to the private label
+    (``filter_accounting``); ``∞`` if some pair is mutually singular, 0 for one class."""
+    pairs = label_pair_mahalanobis(latent_filter)
+    return math.sqrt(float(pairs.max())) if pairs.size else 0.0
+
+
+def _noise_eigenvalues(noise_matrix: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """Eigenvalues of ``M_i = AᵀΣ_i⁻¹A`` per record, ``(n, m)``, clipped at 0."""
+    gram = np.einsum("kr,nk,ks->nrs", noise_matrix, precision, noise_matrix)
+    return np.clip(np.linalg.eigvalsh(gram), 0.0, None)
+
+
+def _distortion_parts(
+    latent_filter: LinearLatentFilter, latent_log_variance: np.ndarray, private_labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    log_variance = np.asarray(latent_log_variance, dtype=np.float64)
+    labels = _checked_labels(private_labels, latent_filter.private_classes, "private_labels")
+    if log_variance.ndim != 2 or log_variance.shape != (len(labels), latent_filter.latent_dimension):
+        raise ValueError(
+            f"latent_log_variance must have shape ({len(labels)}, {latent_filter.latent_dimension})"
+        )
+    precision = np.exp(-log_variance)
+    chunks = [np.zeros((0, latent_filter.noise_dimension))]
+    for start in range(0, len(labels), 65536):
+        chunks.append(_noise_eigenvalues(latent_filter.noise_matrix, precision[start : start + 65536]))
+    eigenvalues = np.concatenate(chunks)
+    shift_term = (latent_filter.label_shift[:, labels].T ** 2 * precision).sum(axis=1)
+    return eigenvalues, shift_term
+
+
+def _distortion_from_parts(
+    eigenvalues: np.ndarray, shift_term: np.ndarray, factor: float = 1.0
+) -> np.ndarray:
+    scaled = eigenvalues * factor**2
+    return 0.5 * ((scaled - np.log1p(scaled)).sum(axis=1) + factor**2 * shift_term)
+
+
+def filter_distortion_per_record(
+    latent_filter: LinearLatentFilter, latent_log_variance: np.ndarray, private_labels: np.ndarray
+) -> np.ndarray:
+    """``D_i = KL(q_f(·|x_i, y_i) ‖ q_e(·|x_i))`` of every record (nats; module docstring)."""
+    return _distortion_from_parts(*_distortion_parts(latent_filter, latent_log_variance, private_labels))
+
+
+def filter_distortion(
+    latent_filter: LinearLatentFilter, latent_log_variance: np.ndarray, private_labels: np.ndarray
+) -> float:
+    """``D(q_f ‖ q_e)``: the closed-form KL averaged over the records (nats)."""
+    per_record = filter_distortion_per_record(latent_filter, latent_log_variance, private_labels)
+    if per_record.size == 0:
+        raise ValueError("no records to average the distortion over")
+    return float(per_record.mean())
+
+
+def _budget_factor(
+    eigenvalues: np.ndarray, shift_term: np.ndarray, budget: float, iterations: int
+) -> tuple[float, float]:
+    """The scale ``t`` of ``scale_to_budget`` and the distortion at ``t``, from the filter's parts."""
+
+    def distortion_at(factor: float) -> float:
+        return float(_distortion_from_parts(eigenvalues, shift_term, factor).mean())
+
+    full = distortion_at(1.0)
+    if full <= budget:
+        return 1.0, full
+    target = budget * (1.0 - 1e-9)
+    low, high = 0.0, 1.0
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        if distortion_at(middle) <= target:
+            low = middle
+        else:
+            high = middle
+    return low, distortion_at(low)
+
+
+def scale_to_budget(
+    latent_filter: LinearLatentFilter,
+    latent_log_variance: np.ndarray,
+    private_labels: np.ndarray,
+    budget: float,
+    iterations: int = 80,
+) -> tuple[LinearLatentFilter, float]:
+    """The filter scaled by the largest ``t ∈ [0, 1]`` (to bisection precision, from below) with
+    ``D(tA, tB) ≤ budget·(1 − 10⁻⁹)`` (the margin absorbs the rounding of recomputing ``D`` from the
+    scaled matrices), and ``t``. A filter already within the budget is returned unchanged."""
+    if not budget >= 0:
+        raise ValueError("the distortion budget must be non-negative")
+    parts = _distortion_parts(latent_filter, latent_log_variance, private_labels)
+    factor, _ = _budget_factor(*parts, budget, iterations)
+    return (latent_filter if factor == 1.0 else latent_filter.scaled(factor)), factor
+
+
+def cap_label_sensitivity(latent_filter: LinearLatentFilter, max_sensitivity: float) -> LinearLatentFilter:
+    """The filter with ``B`` scaled down so that its label sensitivity is at most ``max_sensitivity``
+    (``s`` is linear in ``B``; a mutually singular pair, ``s = ∞``, gets ``B = 0``). ``D`` only
+    decreases, since the shift term of ``D`` shrinks and ``A`` is unchanged."""
+    sensitivity = label_sensitivity(latent_filter)
+    if sensitivity <= max_sensitivity:
+        return latent_filter
+    factor = max_sensitivity / sensitivity if math.isfinite(sensitivity) else 0.0
+    return LinearLatentFilter(latent_filter.noise_matrix, latent_filter.label_shift * factor)
+
+
+@dataclass(frozen=True)
+class FilterTrainingConfig:
+    """Settings of ``train_latent_filter`` (module docstring): ``budget`` is ``b`` (nats),
+    ``utility_weight`` is ``β``; ``noise_dimension`` ``m`` defaults to ``k``."""
+
+    budget: float
+    utility_weight: float = 1.0
+    privacy_objective: Literal["adversary_loss", "prior_matching"] = "adversary_loss"
+    epochs: int = 15
+    batch_size: int = 512
+    filter_learning_rate: float = 0.02
+    classifier_learning_rate: float = 0.01
+    classifier_hidden_width: int = 32
+    adversary_steps: int = 2
+    refit_every: int = 50
+    refit_epochs: int = 3
+    held_out_fraction: float = 0.25
+    noise_dimension: int | None = None
+    initial_noise_scale: float = 0.1
+    posterior_sampling: bool = True
+    projection_sample: int = 128
+    max_sensitivity: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.budget >= 0:
+            raise ValueError("the distortion budget must be non-negative")
+        if self.utility_weight < 0:
+            raise ValueError("utility_weight must be non-negative")
+        if not 0 < self.held_out_fraction < 1:
+            raise ValueError("held_out_fraction must be in (0, 1)")
+        if self.max_sensitivity is not None and not self.max_sensitivity >= 0:
+            raise ValueError("max_sensitivity must be non-negative")
+        if (
+            min(self.epochs, self.batch_size, self.adversary_steps, self.refit_every, self.projection_sample)
+            < 1
+        ):
+            raise ValueError("epochs, batch_size, adversary_steps and refit_every must be at least 1")
+
+
+@dataclass
+class TrainedFilter:
+    """The trained filter, its exact distortion on the training records, and per-epoch means of the
+    adversary's and the utility classifier's training losses and of the projected minibatch ``D``."""
+
+    latent_filter: LinearLatentFilter
+    distortion: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def _classifier(inputs: int, classes: int, hidden: int, generator: torch.Generator) -> nn.Sequential:
+    widths = [inputs, hidden, classes] if hidden > 0 else [inputs, classes]
+    return multilayer_perceptron(widths, generator)
+
+
+def train_latent_filter(
+    latent_mean: np.ndarray,
+    latent_log_variance: np.ndarray,
+    private_labels: np.ndarray,
+    utility_labels: np.ndarray,
+    private_classes: int,
+    utility_classes: int,
+    config: FilterTrainingConfig,
+    rng: np.random.Generator,
+) -> TrainedFilter:
+    """Train ``(A, B)`` min-max against an adversary and with a utility classifier, under ``D ≤ b``.
+
+    Inputs are the frozen encoder's posterior parameters of the records (``vae.encode_latents``)
+    and their label codes. ``rng`` is a keyed generator; it draws the held-out split and the seed
+    of the torch generator that makes every other draw.
+    """
+    mean = np.asarray(latent_mean, dtype=np.float64)
+    log_variance = np.asarray(latent_log_variance, dtype=np.float64)
+    private = _checked_labels(private_labels, private_classes, "private_labels")
+    utility = _checked_labels(utility_labels, utility_classes, "utility_labels")
+    rows, latent_dimension = mean.shape
+    if log_variance.shape != mean.shape or len(private) != rows or len(utility) != rows:
+        raise ValueError("latent means, log-variances and labels must describe the same records")
+    held_out_rows = int(round(config.held_out_fraction * rows))
+    if held_out_rows < 1 or rows - held_out_rows < 1:
+        raise ValueError("too few records to split into training and held-out parts")
+    order = rng.permutation(rows)
+    held_out, training = order[:held_out_rows], np.sort(order[held_out_rows:])
+    generator = seeded_torch_generator(rng)
+
+    noise_dimension = config.noise_dimension or latent_dimension
+    initial = LinearLatentFilter(
+        config.initial_noise_scale * np.eye(latent_dimension, noise_dimension),
+        np.zeros((latent_dimension, private_classes)),
+    )
+    initial, _ = scale_to_budget(initial, log_variance[training], private[training], config.budget)
+    noise_matrix = nn.Parameter(torch.tensor(initial.noise_matrix, dtype=torch.float32))
+    label_shift = nn.Parameter(torch.tensor(initial.label_shift, dtype=torch.float32))
+
+    tensors = {
+        "mean": torch.tensor(mean, dtype=torch.float32),
+        "std": torch.tensor(np.exp(0.5 * log_variance), dtype=torch.float32),
+        "private": torch.tensor(private),
+        "utility": torch.tensor(utility),
+    }
+    prior = np.bincount(private[training], minlength=private_classes) / len(training)
+    log_prior = torch.tensor(np.log(np.clip(prior, 1e-12, None)), dtype=torch.float32)
+    prior_tensor = torch.tensor(prior, dtype=torch.float32)
+
+    def filtered(indices: torch.Tensor) -> torch.Tensor:
+        latents = tensors["mean"][indices]
+        if config.posterior_sampling:
+            latents = latents + tensors["std"][indices] * torch.randn(latents.shape, generator=generator)
+        noise = torch.randn((len(indices), noise_dimension), generator=generator)
+        return latents + noise @ noise_matrix.T + label_shift[:, tensors["private"][indices]].T
+
+    hidden = config.classifier_hidden_width
+    adversary = _classifier(latent_dimension, private_classes, hidden, generator)
+    utility_classifier = _classifier(latent_dimension, utility_classes, hidden, generator)
+    adversary_optimizer = torch.optim.Adam(adversary.parameters(), lr=config.classifier_learning_rate)
+    utility_optimizer = torch.optim.Adam(utility_classifier.parameters(), lr=config.classifier_learning_rate)
+    filter_optimizer = torch.optim.Adam([noise_matrix, label_shift], lr=config.filter_learning_rate)
+    cross_entropy = nn.CrossEntropyLoss()
+
+    def refit_adversary() -> tuple[nn.Sequential, torch.optim.Optimizer]:
+        fresh = _classifier(latent_dimension, private_classes, hidden, generator)
+        optimizer = torch.optim.Adam(fresh.parameters(), lr=config.classifier_learning_rate)
+        held = torch.tensor(held_out)
+        for _ in range(config.refit_epochs):
+            shuffled = held[torch.randperm(len(held), generator=generator)]
+            for start in range(0, len(shuffled), config.batch_size):
+                indices = shuffled[start : start + config.batch_size]
+                with torch.no_grad():
+                    inputs = filtered(indices)
+                loss = cross_entropy(fresh(inputs), tensors["private"][indices])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        return fresh, optimizer
+
+    training_tensor = torch.tensor(training)
+    history: list[dict[str, float]] = []
+    steps = 0
+    for _ in range(config.epochs):
+        shuffled = training_tensor[torch.randperm(len(training_tensor), generator=generator)]
+        sums = {"adversary_loss": 0.0, "utility_loss": 0.0, "distortion": 0.0, "batches": 0.0}
+        for start in range(0, len(shuffled), config.batch_size):
+            indices = shuffled[start : start + config.batch_size]
+            private_batch = tensors["private"][indices]
+            utility_batch = tensors["utility"][indices]
+            latents = filtered(indices)
+            detached = latents.detach()
+            for _ in range(config.adversary_steps):
+                adversary_loss = cross_entropy(adversary(detached), private_batch)
+                adversary_optimizer.zero_grad()
+                adversary_loss.backward()
+                adversary_optimizer.step()
+            utility_loss = cross_entropy(utility_classifier(detached), utility_batch)
+            utility_optimizer.zero_grad()
+            utility_loss.backward()
+            utility_optimizer.step()
+
+            adversary_logits = adversary(latents)
+            if config.privacy_objective == "adversary_loss":
+                privacy_term = cross_entropy(adversary_logits, private_batch)
+            else:
+                log_posterior = torch.log_softmax(adversary_logits, dim=1)
+                privacy_term = -(prior_tensor * (log_prior - log_posterior)).sum(dim=1).mean()
+            filter_loss = -privacy_term + config.utility_weight * cross_entropy(
+                utility_classifier(latents), utility_batch
+            )
+            filter_optimizer.zero_grad()
+            filter_loss.backward()
+            filter_optimizer.step()
+            with torch.no_grad():
+                current = LinearLatentFilter(noise_matrix.double().numpy(), label_shift.double().numpy())
+                sample_rows = indices[: config.projection_sample].numpy()
+                parts = _distortion_parts(current, log_variance[sample_rows], private[sample_rows])
+                factor, sample_distortion = _budget_factor(*parts, config.budget, iterations=30)
+                if factor < 1.0:
+                    noise_matrix.mul_(factor)
+                    label_shift.mul_(factor)
+                if config.max_sensitivity is not None:
+                    sensitivity = label_sensitivity(current.scaled(factor))
+                    if sensitivity > config.max_sensitivity:
+                        label_shift.mul_(
+                            config.max_sensitivity / sensitivity if math.isfinite(sensitivity) else 0.0
+                        )
+            steps += 1
+            if steps % config.refit_every == 0:
+                adversary, adversary_optimizer = refit_adversary()
+            sums["adversary_loss"] += float(adversary_loss.detach())
+            sums["utility_loss"] += float(utility_loss.detach())
+            sums["distortion"] += sample_distortion
+            sums["batches"] += 1
+        history.append({name: value / sums["batches"] for name, value in sums.items() if name != "batches"})
+
+    final = LinearLatentFilter(noise_matrix.detach().double().numpy(), label_shift.detach().double().numpy())
+    final, _ = scale_to_budget(final, log_variance[training], private[training], config.budget)
+    if config.max_sensitivity is not None:
+        final = cap_label_sensitivity(final, config.max_sensitivity)
+    return TrainedFilter(final, filter_distortion(final, log_variance[training], private[training]), history)
