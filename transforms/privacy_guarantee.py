@@ -41,6 +41,11 @@ from typing import Any
 
 PRIVACY_UNIT = "one claim of one object"
 SCOPE = "per released synthetic claim, PrisCrowd Theorem 2"
+NOT_COVERED = (
+    "per-test numbers do not cover failed tests (the outcome ⊥): the attempt counts, pass rates and "
+    "shortfalls in the manifest count failures and are bounded only by the composed numbers",
+    "the evaluation (computed from the raw claims and the truth file)",
+)
 BASIC = "basic"
 ADVANCED = "advanced (Dwork-Rothblum-Vadhan 2010, Theorem III.3)"
 
@@ -266,4 +271,5 @@ def crowd_guarantee(
         "privacy_unit": PRIVACY_UNIT,
         "scope": SCOPE,
         "composition": composition,
+        "not_covered": list(NOT_COVERED),
     }

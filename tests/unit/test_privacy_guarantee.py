@@ -178,3 +178,9 @@ def test_crowd_guarantee_needs_exactly_one_of_delta_and_t() -> None:
         crowd_guarantee(**common, t=8)
     with pytest.raises(ValueError):
         crowd_guarantee(**common, t=2, max_objects_per_source=0)
+
+
+def test_crowd_guarantee_states_what_the_per_test_numbers_do_not_cover() -> None:
+    guarantee = crowd_guarantee(k=5, gamma=4.0, epsilon0=2.0, weight_ratio_cap=4.0, delta_target=1e-3, t=None,
+                                claims_per_object=10, max_attempts_per_object=500, max_objects_per_source=None)
+    assert any("failed tests" in item for item in guarantee["not_covered"])
