@@ -226,18 +226,21 @@ def test_counter_example_average_is_non_informative_ibu_m_fails_gibu_recovers() 
 
 RAPPOR_SIZE = 20
 RAPPOR_THETA = stats.binom.pmf(np.arange(RAPPOR_SIZE), RAPPOR_SIZE - 1, 0.5)
+RAPPOR_SEEDS = range(15)
 
 
 @cache
 def rappor_errors(lowest_epsilon: float, highest_epsilon: float) -> dict[str, float]:
-    """Mean EMD over the seeds of GIBU and RAP_M (both post-processings) with 10 RAPPOR
-    mechanisms whose ε are evenly spread over ``[lowest_epsilon, highest_epsilon]``."""
+    """Mean EMD over 15 seeds of GIBU and RAP_M (both post-processings) with 10 RAPPOR
+    mechanisms whose ε are evenly spread over ``[lowest_epsilon, highest_epsilon]``. The
+    low-ε regime's claim ("comparable") is about means whose ratio sits near 1.3–1.4, so it
+    needs more repetitions than the other findings to be separated from seed noise."""
     mechanisms = [
         BasicRappor(epsilon=float(epsilon), input_size=RAPPOR_SIZE)
         for epsilon in np.linspace(lowest_epsilon, highest_epsilon, 10)
     ]
     runs = []
-    for seed in SEEDS:
+    for seed in RAPPOR_SEEDS:
         values = np.random.default_rng(4000 + seed).binomial(RAPPOR_SIZE - 1, 0.5, size=USERS)
         simulated = simulate_reports(values, mechanisms, None, release_secret(seed), f"rappor-{seed}")
         gibu = generalized_iterative_bayesian_update(*gibu_groups(simulated))

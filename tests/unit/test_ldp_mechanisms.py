@@ -6,11 +6,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from transforms.keyed_randomness import keyed_generator
+from transforms.ldp import mechanisms as mechanisms_module
 from transforms.ldp.mechanisms import (
     BasicRappor,
     PlanarGeometric,
@@ -327,3 +330,90 @@ def test_sanitize_refuses_secrets_outside_the_alphabet() -> None:
         RandomizedResponse(1.0, 3).sanitize(np.array([0, 3]), np.random.default_rng(0))
     with pytest.raises(ValueError):
         BasicRappor(1.0, 3).report_likelihood(np.zeros((2, 4), dtype=bool))
+
+
+TEST_SECRET = bytes(range(32))
+MANY_DRAWS = 200_000
+
+
+def _keyed(key: int) -> np.random.Generator:
+    return keyed_generator(TEST_SECRET, "test-release", "ldp/test", key)
+
+
+def test_randomized_response_large_alphabet_across_chunks_and_wrong_epsilon() -> None:
+    assert MANY_DRAWS > 3 * mechanisms_module.CLIENT_CHUNK_USERS
+    correct, wrong = RandomizedResponse(1.0, 100), RandomizedResponse(1.3, 100)
+    reference = correct.channel_matrix()
+    for key, secret in enumerate((0, 57, 99)):
+        reports = correct.sanitize(np.full(MANY_DRAWS, secret), _keyed(key))
+        assert reports.dtype == np.int64
+        assert _chi_square_p(reports, reference[secret]) > ACCEPT_P
+        wrong_reports = wrong.sanitize(np.full(MANY_DRAWS, secret), _keyed(10 + key))
+        assert _chi_square_p(wrong_reports, reference[secret]) < REJECT_P
+
+
+def test_randomized_response_mixed_secrets_and_two_values() -> None:
+    mechanism = RandomizedResponse(0.7, 7)
+    secrets = np.random.default_rng(4).integers(0, 7, size=7 * DRAWS)
+    reports = mechanism.sanitize(secrets, _keyed(1))
+    channel = mechanism.channel_matrix()
+    for secret in range(7):
+        assert _chi_square_p(reports[secrets == secret], channel[secret]) > ACCEPT_P
+    binary, secrets = RandomizedResponse(0.4, 2), np.arange(DRAWS) % 2
+    kept = binary.sanitize(secrets, _keyed(2)) == secrets
+    assert stats.binomtest(int(kept.sum()), DRAWS, binary.keep_probability).pvalue > ACCEPT_P
+    assert (
+        stats.binomtest(int(kept.sum()), DRAWS, RandomizedResponse(0.6, 2).keep_probability).pvalue < REJECT_P
+    )
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 5.0, 38.0, 60.0])
+@pytest.mark.parametrize("size", [2, 3, 100])
+def test_randomized_response_threshold_rounds_towards_privacy(epsilon: float, size: int) -> None:
+    threshold = mechanisms_module._randomized_response_threshold(epsilon, size)
+    assert 0 <= threshold < 2**64
+    change = Fraction(size - 1) / (Fraction(math.exp(epsilon)) + (size - 1))
+    realized_keep = Fraction(threshold, 2**64)
+    assert realized_keep <= 1 - change
+    assert 1 - change - realized_keep < Fraction(1, 2**63)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0, 40.0, 80.0])
+def test_rappor_threshold_rounds_towards_privacy(epsilon: float) -> None:
+    threshold = mechanisms_module._rappor_flip_threshold(epsilon)
+    flip = 1 / (1 + Fraction(math.exp(epsilon / 2)))
+    realized = Fraction(threshold, 2**32)
+    assert 0 < threshold <= 2**31
+    assert flip <= realized < flip + Fraction(1, 2**32)
+
+
+def test_huge_epsilon_keeps_the_secret_without_overflow() -> None:
+    secrets = np.arange(1000) % 5
+    assert np.array_equal(RandomizedResponse(60.0, 5).sanitize(secrets, _keyed(3)), secrets)
+    flipped = BasicRappor(90.0, 5).sanitize(secrets, _keyed(4))
+    assert np.array_equal(flipped, np.eye(5, dtype=bool)[secrets])
+
+
+def test_sanitize_does_not_depend_on_the_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = np.random.default_rng(9).integers(0, 5, size=1001)
+    krr, rappor = RandomizedResponse(1.5, 5), BasicRappor(1.5, 5)
+    default_krr, default_rappor = krr.sanitize(secrets, _keyed(5)), rappor.sanitize(secrets, _keyed(6))
+    monkeypatch.setattr(mechanisms_module, "CLIENT_CHUNK_USERS", 7)
+    monkeypatch.setattr(mechanisms_module, "_RAPPOR_CHUNK_BITS", 30)
+    assert np.array_equal(krr.sanitize(secrets, _keyed(5)), default_krr)
+    assert np.array_equal(rappor.sanitize(secrets, _keyed(6)), default_rappor)
+    assert not np.array_equal(krr.sanitize(secrets, _keyed(7)), default_krr)
+
+
+def test_rappor_joint_reports_across_chunks_match_channel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mechanisms_module, "_RAPPOR_CHUNK_BITS", 50)
+    correct, wrong = BasicRappor(1.2, 5), BasicRappor(1.2 * 1.3, 5)
+    reference = correct.channel_matrix()
+    weights = 1 << np.arange(5)
+    secrets = np.random.default_rng(10).integers(0, 5, size=5 * DRAWS + 1)
+    reports = correct.sanitize(secrets, _keyed(8))
+    wrong_reports = wrong.sanitize(secrets, _keyed(9))
+    for secret in (0, 2, 4):
+        holders = secrets == secret
+        assert _chi_square_p((reports[holders] * weights).sum(axis=1), reference[secret]) > ACCEPT_P
+        assert _chi_square_p((wrong_reports[holders] * weights).sum(axis=1), reference[secret]) < REJECT_P

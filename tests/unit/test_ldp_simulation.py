@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from transforms.keyed_randomness import keyed_generator
 from transforms.ldp.estimators import generalized_iterative_bayesian_update
 from transforms.ldp.mechanisms import BasicRappor, RandomizedResponse, TruncatedGeometric
 from transforms.ldp.simulation import (
+    ASSIGNMENT_PURPOSE,
+    SANITIZE_PURPOSE,
     SimulatedReports,
     channel_matrices,
     gibu_groups,
@@ -169,3 +172,50 @@ def test_invalid_inputs_are_refused() -> None:
         simulate_reports(np.array([0, K]), MECHANISMS, None, SECRET, "r")
     with pytest.raises(ValueError, match="bit vectors"):
         report_counts_per_mechanism(simulate_reports(values, [BasicRappor(1.0, K)], None, SECRET, "r"))
+
+
+def _reports_by_definition(values: np.ndarray, mechanisms: list, shares: list[float] | None) -> tuple:
+    """The documented definition, written out one mechanism at a time with boolean masks."""
+    weights = np.full(len(mechanisms), 1 / len(mechanisms)) if shares is None else np.asarray(shares)
+    uniforms = keyed_generator(SECRET, "r1", ASSIGNMENT_PURPOSE, 0).random(values.size)
+    assigned = np.array(
+        [min(int(np.sum(u >= np.cumsum(weights)[:-1])), len(mechanisms) - 1) for u in uniforms]
+    )
+    if len(mechanisms) == 1:
+        assigned = np.zeros(values.size, dtype=np.int64)
+    shape = (values.size, K) if isinstance(mechanisms[0], BasicRappor) else (values.size,)
+    reports = np.zeros(shape, dtype=bool if len(shape) == 2 else np.int64)
+    for index, mechanism in enumerate(mechanisms):
+        members = assigned == index
+        if members.any():
+            stream = keyed_generator(SECRET, "r1", SANITIZE_PURPOSE, index)
+            reports[members] = mechanism.sanitize(values[members], stream)
+    return assigned, reports
+
+
+@pytest.mark.parametrize(
+    ("mechanisms", "shares"),
+    [
+        (MECHANISMS, SHARES),
+        ([MECHANISMS[0]], None),
+        ([BasicRappor(epsilon=1.0, input_size=K)], None),
+        ([BasicRappor(epsilon=e, input_size=K) for e in (0.5, 2.0, 4.0)], [0.2, 0.5, 0.3]),
+    ],
+    ids=["three_matrix_mechanisms", "one_krr", "one_rappor", "three_rappor"],
+)
+def test_simulation_matches_its_definition_written_out(mechanisms: list, shares: list[float] | None) -> None:
+    values = secrets(3001)
+    assigned, reports = _reports_by_definition(values, mechanisms, shares)
+    simulated = simulate_reports(values, mechanisms, shares, SECRET, "r1")
+    assert np.array_equal(simulated.user_mechanism, assigned)
+    assert np.array_equal(simulated.reports, reports)
+    assert simulated.reports.dtype == reports.dtype and simulated.user_mechanism.dtype == np.int64
+
+
+def test_one_krr_mechanism_reports_follow_its_channel_with_a_negative_control() -> None:
+    values = np.full(60_000, 3)
+    mechanism = RandomizedResponse(epsilon=1.0, input_size=K)
+    counts = np.bincount(simulate_reports(values, [mechanism], None, SECRET, "r1").reports, minlength=K)
+    assert chi_square_p_value(counts, values.size * mechanism.channel_matrix()[3]) > 1e-3
+    wrong = RandomizedResponse(epsilon=1.3, input_size=K).channel_matrix()[3]
+    assert chi_square_p_value(counts, values.size * wrong) < 1e-6

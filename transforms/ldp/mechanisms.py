@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from numbers import Integral, Real
 from typing import Any
@@ -65,10 +66,57 @@ def _as_secrets(values: np.ndarray, input_size: int) -> np.ndarray:
     secrets = np.asarray(values)
     if secrets.ndim != 1 or (secrets.size and not np.issubdtype(secrets.dtype, np.integer)):
         raise ValueError("values must be a one-dimensional integer array of secrets")
-    secrets = secrets.astype(np.int64)
+    secrets = secrets.astype(np.int64, copy=False)
     if secrets.size and (secrets.min() < 0 or secrets.max() >= input_size):
         raise ValueError(f"every secret must lie in 0..{input_size - 1}")
     return secrets
+
+
+CLIENT_CHUNK_USERS = 1 << 16
+_RAPPOR_CHUNK_BITS = 1 << 18
+
+
+def _randomized_response_threshold(epsilon: float, input_size: int) -> int:
+    """``T`` such that a uniform 64-bit word ``r`` keeps the secret iff ``r < T``.
+
+    ``2^64 − T = ⌈(1−p)·2^64⌉`` with ``1−p = (k−1)/(e^ε+k−1)`` in exact rational arithmetic
+    (from the double ``e^ε``), so ``P(keep) = T/2^64`` is ``p`` rounded down to a multiple of
+    ``2^-64``: never above ``p`` (the ε-LDP ratio can only shrink), less than ``2^-64`` below.
+    """
+    change = Fraction(input_size - 1) / (Fraction(math.exp(epsilon)) + (input_size - 1))
+    words_changed = min(max(math.ceil(change * 2**64), 1), 2**64)
+    return 2**64 - words_changed
+
+
+def _randomized_response_chunk(
+    secrets: np.ndarray, threshold: int, input_size: int, rng: np.random.Generator
+) -> np.ndarray:
+    words = rng.bit_generator.random_raw(secrets.size)
+    keep = words < np.uint64(threshold)
+    np.subtract(words, np.uint64(threshold), out=words)
+    np.remainder(words, np.uint64(input_size - 1), out=words)
+    other = words.view(np.int64)
+    other += other >= secrets
+    np.copyto(other, secrets, where=keep)
+    return other
+
+
+def _rappor_flip_threshold(epsilon: float) -> int:
+    """``T = ⌈f·2^32⌉`` with ``f = 1/(1+e^{ε/2})`` in exact rational arithmetic (from the
+    double ``e^{ε/2}``): a uniform 32-bit word ``w`` flips a bit iff ``w < T``, so the flip
+    probability is ``f`` rounded up to a multiple of ``2^-32`` (less than ``2^-32`` above it).
+    Rounding up can only shrink ``(1−f)/f = e^{ε/2}``, so the ε-LDP promise holds."""
+    flip = 1 / (1 + Fraction(math.exp(epsilon / 2.0)))
+    return min(max(math.ceil(flip * 2**32), 1), 2**31)
+
+
+def _rappor_flips(users: int, input_size: int, threshold: int, rng: np.random.Generator) -> np.ndarray:
+    """``(users, k)`` independent flips, each ``True`` with probability ``threshold / 2^32``,
+    from consecutive 32-bit halves (low half first) of the generator's 64-bit words."""
+    bits = users * input_size
+    words = np.asarray(rng.bit_generator.random_raw((bits + 1) // 2), dtype="<u8")
+    halves = words.view("<u4")[:bits]
+    return (halves < np.uint32(threshold)).reshape(users, input_size)
 
 
 def sample_from_channel(channel: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -124,11 +172,23 @@ class RandomizedResponse:
         return matrix
 
     def sanitize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One report per secret from one uniform 64-bit word ``r`` of ``rng``'s bit stream.
+
+        ``r < T`` keeps the secret (``T/2^64`` is ``p`` rounded down by less than ``2^-64``,
+        ``_randomized_response_threshold``); otherwise ``(r − T) mod (k−1)`` picks one of the
+        other ``k−1`` values, each within ``2^-63`` of ``(1−p)/(k−1)``. Users are processed in
+        chunks of ``CLIENT_CHUNK_USERS`` that stay in cache; the draws do not depend on the
+        chunking (one word per user, in order).
+        """
         secrets = _as_secrets(values, self.input_size)
-        keep = rng.random(secrets.size) < self.keep_probability
-        other = rng.integers(0, self.input_size - 1, size=secrets.size)
-        other = other + (other >= secrets)
-        return np.where(keep, secrets, other).astype(np.int64)
+        threshold = _randomized_response_threshold(float(self.epsilon), int(self.input_size))
+        reports = np.empty(secrets.size, dtype=np.int64)
+        for begin in range(0, secrets.size, CLIENT_CHUNK_USERS):
+            end = min(begin + CLIENT_CHUNK_USERS, secrets.size)
+            reports[begin:end] = _randomized_response_chunk(
+                secrets[begin:end], threshold, int(self.input_size), rng
+            )
+        return reports
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": self.name, "epsilon": float(self.epsilon), "input_size": int(self.input_size)}
@@ -368,10 +428,26 @@ class BasicRappor:
         return bits
 
     def sanitize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``(n, k)`` bit vectors: the one-hot secret with every bit flipped independently.
+
+        Each flip compares one uniform 32-bit word of ``rng``'s bit stream with
+        ``⌈f·2^32⌉`` (``_rappor_flip_threshold``): the flip probability exceeds ``f`` by less
+        than ``2^-32``, which keeps the ε-LDP promise and changes the estimators' expected bit
+        sums by less than ``n·2^-32``. Users are processed in even-sized chunks of about
+        ``2^18`` bits, so the draws do not depend on the chunking (``k`` words per user, in
+        order; an odd total leaves the last word's high half unused).
+        """
         secrets = _as_secrets(values, self.input_size)
-        one_hot = np.zeros((secrets.size, self.input_size), dtype=bool)
-        one_hot[np.arange(secrets.size), secrets] = True
-        return one_hot ^ (rng.random(one_hot.shape) < self.flip_probability)
+        size = int(self.input_size)
+        threshold = _rappor_flip_threshold(float(self.epsilon))
+        reports = np.empty((secrets.size, size), dtype=bool)
+        chunk = max(2, (_RAPPOR_CHUNK_BITS // size) & ~1)
+        for begin in range(0, secrets.size, chunk):
+            end = min(begin + chunk, secrets.size)
+            reports[begin:end] = _rappor_flips(end - begin, size, threshold, rng)
+        users = np.arange(secrets.size)
+        reports[users, secrets] = ~reports[users, secrets]
+        return reports
 
     def report_likelihood(self, reports: np.ndarray) -> np.ndarray:
         """``(n, k)`` values ``e^{ε·b_x}``, proportional (per report) to ``P(report | x)``."""
