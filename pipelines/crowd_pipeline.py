@@ -43,17 +43,20 @@ from pipelines.crowd_blocks import (
 )
 from pipelines.crowd_input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
 from pipelines.engines.base import Engine
-from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined, ReleaseRefused
-from pipelines.lake import Lake, ReleaseAlreadyPublished
-from pipelines.ledger import BudgetExceeded, PrivacyLedger
+from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined
+from pipelines.lake import Lake
+from pipelines.ledger import PrivacyLedger
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
     check_release_id,
     code_version,
     engine_in_background,
+    guarded_release,
     new_release_id,
+    published_outcome,
     release_secret,
+    reserve_budget,
 )
 from pipelines.validation import validate_crowd_input, validate_crowd_output
 from schemas.crowd_config import CrowdConfig
@@ -187,33 +190,20 @@ def run_crowd_release(
     if release_id is None:
         release_id = new_release_id(config.dataset)
     check_release_id(release_id)
-    if lake.is_published(release_id):
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    if (outcome := published_outcome(lake, release_id)) is not None:
+        return outcome
 
     guarantee = guarantee_for(config)
     epsilon, delta, privacy_unit = headline_guarantee(guarantee, config.privacy.unit)
     ledger = PrivacyLedger(lake)
     budget = config.privacy.budget
-    if budget is not None:
-        try:
-            ledger.reserve(config.dataset, release_id, epsilon, delta, budget.epsilon, budget.delta, "crowd")
-        except BudgetExceeded as error:
-            raise ReleaseRefused(str(error)) from None
-    try:
-        context = ReleaseContext(
-            config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer
-        )
-        return _run_reserved(context, engine, engine_name, master)
-    except ReleaseAlreadyPublished:
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    except ReleaseQuarantined:
-        lake.discard_staging(release_id)
-        raise
-    except BaseException:
-        if budget is not None:
-            ledger.refund(config.dataset, release_id)
-        lake.discard_staging(release_id)
-        raise
+    reserve_budget(ledger, config.dataset, release_id, epsilon, delta, budget, "crowd")
+    context = ReleaseContext(config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer)
+    return guarded_release(
+        lake, release_id,
+        (lambda: ledger.refund(config.dataset, release_id)) if budget is not None else None,
+        lambda: _run_reserved(context, engine, engine_name, master),
+    )
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from pipelines.release_run import (
     code_version,
     engine_in_background,
     new_release_id,
+    published_outcome,
 )
 from pipelines.validation import validate_ldp_input, validate_ldp_output
 from schemas.ldp_config import LdpConfig, SecretLayout
@@ -100,8 +101,8 @@ def run_ldp_release(
     timer = StageTimer(progress)
     lake = Lake(config.lake)
     release_id = check_release_id(release_id or new_release_id(config.dataset))
-    if lake.is_published(release_id):
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    if (outcome := published_outcome(lake, release_id)) is not None:
+        return outcome
     try:
         with timer.stage("read catalog"):
             catalog = read_mechanism_catalog(config.input.catalog, config.secrets)

@@ -17,8 +17,10 @@ from typing import Any
 
 from pipelines.engines import make_engine
 from pipelines.engines.base import Engine, EngineError
-from pipelines.errors import PrivlakeError
-from schemas.crowd_config import EngineSettings
+from pipelines.errors import PrivlakeError, ReleaseQuarantined, ReleaseRefused
+from pipelines.lake import Lake, ReleaseAlreadyPublished
+from pipelines.ledger import BudgetExceeded, PrivacyLedger
+from schemas.crowd_config import CrowdBudget, EngineSettings
 from transforms.keyed_randomness import new_release_secret, secret_from_hex
 
 TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
@@ -153,3 +155,41 @@ def engine_in_background(
             pending.result().close()
         except Exception:  # noqa: BLE001 - a failed start was already reported, or the run's error wins
             pass
+
+
+def published_outcome(lake: Lake, release_id: str) -> ReleaseOutcome | None:
+    """The outcome of an already published release id (re-running it is a no-op), else ``None``."""
+    if lake.is_published(release_id):
+        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    return None
+
+
+def reserve_budget(ledger: PrivacyLedger, dataset: str, release_id: str, epsilon: float, delta: float,
+                   budget: CrowdBudget | None, kind: str) -> None:
+    """Reserve the release's (ε, δ) in the ledger before any data is read; refuse when it would
+    exceed the dataset's budget. No budget configured: nothing is charged."""
+    if budget is None:
+        return
+    try:
+        ledger.reserve(dataset, release_id, epsilon, delta, budget.epsilon, budget.delta, kind)
+    except BudgetExceeded as error:
+        raise ReleaseRefused(str(error)) from None
+
+
+def guarded_release(lake: Lake, release_id: str, refund: Callable[[], None] | None,
+                    run: Callable[[], ReleaseOutcome]) -> ReleaseOutcome:
+    """Run a reserved release: a concurrent publish of the same id is a no-op; a quarantined release
+    keeps its reservation (its manifest says why, and the pipeline refunds it); any other failure
+    refunds the reservation; staging is discarded in every failure."""
+    try:
+        return run()
+    except ReleaseAlreadyPublished:
+        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    except ReleaseQuarantined:
+        lake.discard_staging(release_id)
+        raise
+    except BaseException:
+        if refund is not None:
+            refund()
+        lake.discard_staging(release_id)
+        raise

@@ -36,17 +36,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.engines.base import Collection, Engine
-from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined, ReleaseRefused
-from pipelines.lake import Lake, ReleaseAlreadyPublished
-from pipelines.ledger import BudgetExceeded, PrivacyLedger
+from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined
+from pipelines.lake import Lake
+from pipelines.ledger import PrivacyLedger
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
     check_release_id,
     code_version,
     engine_in_background,
+    guarded_release,
     new_release_id,
+    published_outcome,
     release_secret,
+    reserve_budget,
 )
 from pipelines.tabular_blocks import (
     PART_PARAMETERS,
@@ -161,8 +164,8 @@ def run_tabular_release(
     timer = StageTimer(progress)
     lake = Lake(config.lake)
     release_id = check_release_id(release_id or new_release_id(config.dataset))
-    if lake.is_published(release_id):
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    if (outcome := published_outcome(lake, release_id)) is not None:
+        return outcome
     schema = read_schema(config.input.schema_path)
     sizes = domain_sizes(schema)
     try:
@@ -177,13 +180,9 @@ def run_tabular_release(
     budget = config.privacy.budget
     preview = tabular_guarantee(parts.epsilon_structure, parts.epsilon_parameters, parts.epsilon0,
                                 config.privacy.gamma, config.privacy.k, parts.t)
-    if budget is not None:
-        try:
-            ledger.reserve(config.dataset, release_id, preview["epsilon"], preview["delta"], budget.epsilon,
-                           budget.delta, "tabular")
-        except BudgetExceeded as error:
-            raise ReleaseRefused(str(error)) from None
-    try:
+    reserve_budget(ledger, config.dataset, release_id, preview["epsilon"], preview["delta"], budget, "tabular")
+
+    def run() -> ReleaseOutcome:
         secret, secret_source = release_secret()
         with engine_in_background(engine, config.engine, engine_name, master, TABULAR_WORKER_MODULES) as wait:
             prepared = _prepare(config, schema, lake, release_id, timer, secret, omega)
@@ -191,16 +190,10 @@ def run_tabular_release(
                 started_engine = wait()
             return _run_on_engine(config, schema, parts, prepared, started_engine, lake, ledger, release_id,
                                   started, timer, secret, secret_source, omega)
-    except ReleaseAlreadyPublished:
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    except ReleaseQuarantined:
-        lake.discard_staging(release_id)
-        raise
-    except BaseException:
-        if budget is not None:
-            ledger.refund(config.dataset, release_id)
-        lake.discard_staging(release_id)
-        raise
+
+    return guarded_release(
+        lake, release_id, (lambda: ledger.refund(config.dataset, release_id)) if budget is not None else None, run
+    )
 
 
 @dataclass(frozen=True)
