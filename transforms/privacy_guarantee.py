@@ -18,8 +18,10 @@ What the numbers cover, and what they do not:
 * The per-test (ε, δ) covers one invocation of the test, released or not. An object runs up
   to ``max_attempts_per_object`` invocations on the same claims, so the guarantee for one
   claim over a whole release composes over that many invocations (``composition.per_object``).
-  The attempt and release counts reported per object are functions of the invocations'
-  outputs, so they are covered by the composed numbers, not by the per-test ones.
+  The attempt and release counts reported per object count failed invocations (the outcome
+  ⊥), which the theorem's δ does not bound — a privacy review computed a case where one changed
+  record moves the failure probability by about 1/(records); composing per-test numbers does not
+  cover them either. They are operator figures outside the guarantee (``NOT_COVERED``).
 * Source (user) level: a source contributes one claim to each of at most ``L`` objects
   (``max_objects_per_source``, enforced by contribution bounding), so changing all of a
   source's claims is covered by composing ``L × max_attempts_per_object`` invocations.
@@ -42,8 +44,8 @@ from typing import Any
 PRIVACY_UNIT = "one claim of one object"
 SCOPE = "per released synthetic claim, PrisCrowd Theorem 2"
 NOT_COVERED = (
-    "per-test numbers do not cover failed tests (the outcome ⊥): the attempt counts, pass rates and "
-    "shortfalls in the manifest count failures and are bounded only by the composed numbers",
+    "failed tests (the outcome ⊥): the attempt counts, pass rates and shortfalls in the manifest count "
+    "failures and are operator figures outside the guarantee, per test or composed",
     "the evaluation (computed from the raw claims and the truth file)",
 )
 BASIC = "basic"
