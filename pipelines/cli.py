@@ -122,7 +122,7 @@ def _command_show(args: argparse.Namespace) -> int:
         return 0
     kind_keys = {
         "ldp": ("estimator", "n", "iterations", "converged"),
-        "tabular": ("pass_rate", "candidate_attempts", "omega"),
+        "tabular": ("epsilon_whole_release", "delta_whole_release", "pass_rate", "candidate_attempts", "omega"),
     }.get(manifest.get("kind", "crowd"), ("objects_released", "objects_suppressed"))
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "input_fingerprint", "code_version"):

@@ -419,6 +419,8 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
         "epsilon": guarantee["epsilon"],
         "delta": guarantee["delta"],
         "privacy_unit": guarantee["privacy_unit"],
+        "epsilon_whole_release": guarantee["composition"]["whole_release"]["epsilon"],
+        "delta_whole_release": guarantee["composition"]["whole_release"]["delta"],
         "guarantee": guarantee,
         "composition": guarantee["composition"],
         "rows": int(len(released_frame)),

@@ -236,6 +236,8 @@ def test_adult_example_runs_from_the_cli_with_its_evaluation(tmp_path: Path, cap
     assert missing_manifest_keys(manifest) == [] and manifest["kind"] == "tabular"
     assert manifest["rows"] == 32_561 and manifest["epsilon"] <= 1.0 and manifest["delta"] <= 1e-6
     assert set(manifest["composition"]["parallel"]) >= {"structure_learning", "parameter_learning", "privacy_test"}
+    assert manifest["epsilon_whole_release"] == manifest["composition"]["whole_release"]["epsilon"]
+    assert manifest["epsilon_whole_release"] > manifest["epsilon"]
     evaluation = manifest["evaluation"]
     tstr = evaluation["train_on_synthetic_test_on_real"]
     # Honest bars from the method's behaviour at epsilon = 1: a model trained on the synthetic records
