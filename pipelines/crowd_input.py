@@ -26,12 +26,20 @@ from schemas.tables import ROW_NUMBER
 CANONICAL = ("object_id", "source_id", "value")
 
 
+def files_digest(paths: list[Path], separator: bytes = b"") -> hashlib._Hash:
+    """A SHA-256 over the files' bytes, in order, each followed by ``separator``."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        digest.update(separator)
+    return digest
+
+
 def input_fingerprint(path: Path, mapping: dict[str, str]) -> str:
     """SHA-256 of the input file's bytes and the column mapping."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    digest = files_digest([path])
     digest.update(repr(sorted(mapping.items())).encode())
     return "sha256:" + digest.hexdigest()
 

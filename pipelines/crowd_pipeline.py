@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,12 @@ from pipelines.ledger import PrivacyLedger
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
-    check_release_id,
     code_version,
     engine_in_background,
     guarded_release,
-    new_release_id,
-    published_outcome,
     release_secret,
     reserve_budget,
+    start_release,
 )
 from pipelines.validation import validate_crowd_input, validate_crowd_output
 from schemas.crowd_config import CrowdConfig
@@ -184,14 +182,10 @@ def run_crowd_release(
     progress: Callable[[str], None] | None = None,
 ) -> ReleaseOutcome:
     """Run one crowd release end to end and return its id, status and manifest."""
-    started = datetime.now(UTC)
-    timer = StageTimer(progress)
-    lake = Lake(config.lake)
-    if release_id is None:
-        release_id = new_release_id(config.dataset)
-    check_release_id(release_id)
-    if (outcome := published_outcome(lake, release_id)) is not None:
-        return outcome
+    opening = start_release(config.lake, config.dataset, release_id, progress)
+    if opening.published is not None:
+        return opening.published
+    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
 
     guarantee = guarantee_for(config)
     epsilon, delta, privacy_unit = headline_guarantee(guarantee, config.privacy.unit)

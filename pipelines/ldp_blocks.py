@@ -8,6 +8,7 @@ workers import pandas and numpy only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,13 +44,19 @@ class BitSumSide:
     bits: int
 
 
+def bit_matrix(texts: Sequence[str], bits: int) -> np.ndarray:
+    """RAPPOR reports written as ``0``/``1`` strings (character ``x`` is bit ``x``) as an
+    ``(n, bits)`` int64 0/1 matrix."""
+    joined = "".join(texts).encode("ascii")
+    return (np.frombuffer(joined, dtype=np.uint8).reshape(len(texts), bits) - ord("0")).astype(np.int64)
+
+
 def rappor_bit_sum_rows(frame: pd.DataFrame, side: BitSumSide) -> pd.DataFrame:
     """Per mechanism in this batch: reports with each bit set (key ``code * (k + 1) + x``) and
     users (key ``code * (k + 1) + k``)."""
     k = side.bits
     codes = frame[LDP_MECHANISM_CODE].to_numpy(np.int64)
-    text = "".join(frame["report"].to_numpy(dtype=object).tolist()).encode("ascii")
-    bits = (np.frombuffer(text, dtype=np.uint8).reshape(len(frame), k) - ord("0")).astype(np.int64)
+    bits = bit_matrix(frame["report"].to_numpy(dtype=object).tolist(), k)
     keys, users = [], []
     for code in np.unique(codes):
         members = codes == code

@@ -14,7 +14,6 @@ cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.crowd_input import read_input_table
+from pipelines.crowd_input import files_digest, read_input_table
 from pipelines.errors import ConfigError, InputError
 from schemas.ldp_config import LdpInput, SecretLayout
 from schemas.tables import LDP_MECHANISM_CODE, ROW_NUMBER
@@ -134,12 +133,7 @@ def check_estimator_fits(catalog: MechanismCatalog, method: str, catalog_path: P
 
 def reports_fingerprint(settings: LdpInput) -> str:
     """SHA-256 of the reports file, the catalog file and the column mapping."""
-    digest = hashlib.sha256()
-    for path in (settings.path, settings.catalog):
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        digest.update(b"\0")
+    digest = files_digest([settings.path, settings.catalog], separator=b"\0")
     digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
     return "sha256:" + digest.hexdigest()
 

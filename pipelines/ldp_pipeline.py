@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from pipelines.lake import Lake, ReleaseAlreadyPublished
 from pipelines.ldp_blocks import (
     BitSumSide,
     ReportKeySide,
+    bit_matrix,
     bit_vector_count_rows,
     rappor_bit_sum_rows,
     report_count_rows,
@@ -55,11 +56,9 @@ from pipelines.ldp_input import (
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
-    check_release_id,
     code_version,
     engine_in_background,
-    new_release_id,
-    published_outcome,
+    start_release,
 )
 from pipelines.validation import validate_ldp_input, validate_ldp_output
 from schemas.ldp_config import LdpConfig, SecretLayout
@@ -97,12 +96,10 @@ def run_ldp_release(
     progress: Callable[[str], None] | None = None,
 ) -> ReleaseOutcome:
     """Run one ldp release end to end and return its id, status and manifest."""
-    started = datetime.now(UTC)
-    timer = StageTimer(progress)
-    lake = Lake(config.lake)
-    release_id = check_release_id(release_id or new_release_id(config.dataset))
-    if (outcome := published_outcome(lake, release_id)) is not None:
-        return outcome
+    opening = start_release(config.lake, config.dataset, release_id, progress)
+    if opening.published is not None:
+        return opening.published
+    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
     try:
         with timer.stage("read catalog"):
             catalog = read_mechanism_catalog(config.input.catalog, config.secrets)
@@ -168,8 +165,7 @@ def _estimate_on_engine(
         groups = engine.sum_by_key(partial, "report_key", ["users"])
         split = groups["report_key"].astype(str).str.split(":", n=1, expand=True)
         codes = split[0].astype(np.int64).to_numpy()
-        text = "".join(split[1].tolist()).encode("ascii")
-        bits = np.frombuffer(text, dtype=np.uint8).reshape(len(groups), k) - ord("0")
+        bits = bit_matrix(split[1].tolist(), k)
         group_users = groups["users"].to_numpy(np.int64)
         users = np.bincount(codes, weights=group_users, minlength=len(catalog.names)).astype(np.int64)
         return estimate_from_bit_vector_groups(

@@ -193,3 +193,23 @@ def guarded_release(lake: Lake, release_id: str, refund: Callable[[], None] | No
             refund()
         lake.discard_staging(release_id)
         raise
+
+
+@dataclass(frozen=True)
+class ReleaseStart:
+    """The opening of every release: its clock and stage timer, the lake, the checked release id
+    (generated when none is given), and the outcome when that id is already published."""
+
+    started: datetime
+    timer: StageTimer
+    lake: Lake
+    release_id: str
+    published: ReleaseOutcome | None
+
+
+def start_release(lake_path: Path, dataset: str, release_id: str | None,
+                  progress: Callable[[str], None] | None) -> ReleaseStart:
+    started = datetime.now(UTC)
+    lake = Lake(lake_path)
+    checked = check_release_id(release_id or new_release_id(dataset))
+    return ReleaseStart(started, StageTimer(progress), lake, checked, published_outcome(lake, checked))

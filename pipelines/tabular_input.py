@@ -10,7 +10,6 @@ the schema's list, numbers by the schema's bins — raising for a value outside 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from pipelines.crowd_input import files_digest
 from pipelines.errors import ConfigError, InputError
 from schemas.tabular_config import TableReading
 from schemas.tabular_schema import NumericAttribute, TabularSchema, load_tabular_schema
@@ -41,13 +41,7 @@ def read_schema(path: Path) -> TabularSchema:
 
 def file_fingerprint(*paths: Path) -> str:
     """SHA-256 of the files' bytes, in order."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        digest.update(b"\0")
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + files_digest(list(paths), separator=b"\0").hexdigest()
 
 
 def read_table(reading: TableReading, schema: TabularSchema) -> pd.DataFrame:

@@ -26,7 +26,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +42,12 @@ from pipelines.ledger import PrivacyLedger
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
-    check_release_id,
     code_version,
     engine_in_background,
     guarded_release,
-    new_release_id,
-    published_outcome,
     release_secret,
     reserve_budget,
+    start_release,
 )
 from pipelines.tabular_blocks import (
     PART_PARAMETERS,
@@ -160,12 +158,10 @@ def run_tabular_release(
     progress: Callable[[str], None] | None = None,
 ) -> ReleaseOutcome:
     """Run one tabular release end to end and return its id, status and manifest."""
-    started = datetime.now(UTC)
-    timer = StageTimer(progress)
-    lake = Lake(config.lake)
-    release_id = check_release_id(release_id or new_release_id(config.dataset))
-    if (outcome := published_outcome(lake, release_id)) is not None:
-        return outcome
+    opening = start_release(config.lake, config.dataset, release_id, progress)
+    if opening.published is not None:
+        return opening.published
+    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
     schema = read_schema(config.input.schema_path)
     sizes = domain_sizes(schema)
     try:
@@ -185,7 +181,7 @@ def run_tabular_release(
     def run() -> ReleaseOutcome:
         secret, secret_source = release_secret()
         with engine_in_background(engine, config.engine, engine_name, master, TABULAR_WORKER_MODULES) as wait:
-            prepared = _prepare(config, schema, lake, release_id, timer, secret, omega)
+            prepared = _prepare(config, schema, parts, lake, release_id, timer, secret, omega)
             with timer.stage("wait for engine"):
                 started_engine = wait()
             return _run_on_engine(config, schema, parts, prepared, started_engine, lake, ledger, release_id,
@@ -205,10 +201,11 @@ class PreparedRecords:
     parameters: TabularReleaseParameters
     fingerprint: str
     clipped: dict[str, int]
+    minimum_records: int
 
 
-def _prepare(config: TabularConfig, schema: TabularSchema, lake: Lake, release_id: str, timer: StageTimer,
-             secret: bytes, omega: int) -> PreparedRecords:
+def _prepare(config: TabularConfig, schema: TabularSchema, parts: PrivacyParts, lake: Lake, release_id: str,
+             timer: StageTimer, secret: bytes, omega: int) -> PreparedRecords:
     settings = config.input
     with timer.stage("read input"):
         records = read_tabular_records(settings, schema)
@@ -229,11 +226,11 @@ def _prepare(config: TabularConfig, schema: TabularSchema, lake: Lake, release_i
         seed_fraction=split_fractions.seeds,
         structure_fraction=split_fractions.structure,
         parameter_fraction=split_fractions.parameters,
-        epsilon_parameters=privacy_parts(config).epsilon_parameters,
+        epsilon_parameters=parts.epsilon_parameters,
         dirichlet_alpha=config.model.dirichlet_alpha,
         omega=omega,
         k=config.privacy.k,
-        epsilon0=privacy_parts(config).epsilon0,
+        epsilon0=parts.epsilon0,
         max_attempts=config.synthesis.max_attempts or DEFAULT_ATTEMPTS_PER_RECORD * target,
         batch_size=config.synthesis.batch_size,
         target_records=target,
@@ -248,7 +245,8 @@ def _prepare(config: TabularConfig, schema: TabularSchema, lake: Lake, release_i
         folder.mkdir(parents=True, exist_ok=True)
         staged = folder / "records.parquet"
         pq.write_table(table, staged, row_group_size=1 << 20)
-    return PreparedRecords(staged, codes, records.frame, split, parameters, fingerprint, records.encoded.clipped)
+    return PreparedRecords(staged, codes, records.frame, split, parameters, fingerprint, records.encoded.clipped,
+                           needed)
 
 
 def _count_tables(engine: Engine, records: Collection, part: int, sizes: tuple[int, ...],
@@ -445,7 +443,7 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
                     "columns are exactly the schema's attributes",
                     "no missing values",
                     "every value inside its attribute's public domain (categories, bounds), or clipped as the schema allows",
-                    f"at least {minimum_record_count(config.privacy.k, config.split.seeds, config.split.structure, config.split.parameters)} records for the split and k",
+                    f"at least {prepared.minimum_records} records for the split and k",
                 ],
                 "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
             },
