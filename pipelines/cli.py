@@ -47,6 +47,8 @@ def _command_run(args: argparse.Namespace) -> int:
         from pipelines.ldp_pipeline import run_ldp_release as run_release
     elif config.kind == "tabular":
         from pipelines.tabular_pipeline import run_tabular_release as run_release
+    elif config.kind == "filter":
+        from pipelines.filter_pipeline import run_filter_release as run_release
     else:
         from pipelines.crowd_pipeline import run_crowd_release as run_release
     progress = StageProgress()
@@ -71,6 +73,13 @@ def _command_run(args: argparse.Namespace) -> int:
             f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
             f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
             f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+        )
+    elif manifest["kind"] == "filter":
+        choices = ", ".join(f"{choice['name']} ({choice['records']})" for choice in manifest["choices"])
+        print(
+            f"published {manifest['rows']} privatized records on {manifest['engine']} with encoder "
+            f"{manifest['model_artifact_id'][:12]} and choices {choices}; "
+            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per record's private label"
         )
     else:
         print(
@@ -123,6 +132,7 @@ def _command_show(args: argparse.Namespace) -> int:
     kind_keys = {
         "ldp": ("estimator", "n", "iterations", "converged"),
         "tabular": ("epsilon_whole_release", "delta_whole_release", "pass_rate", "candidate_attempts", "omega"),
+        "filter": ("model_artifact_id",),
     }.get(manifest.get("kind", "crowd"), ("objects_released", "objects_suppressed"))
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "input_fingerprint", "code_version"):
@@ -141,7 +151,7 @@ def _command_export(args: argparse.Namespace) -> int:
     if out.parent and not out.parent.exists():
         raise PrivlakeError(f"{out}: the folder {out.parent} does not exist")
     order = next(
-        (columns for columns in (("object_id", "claim_index"), ("row", "col"), ("value",))
+        (columns for columns in (("object_id", "claim_index"), ("row", "col"), ("record",), ("value",))
          if all(column in table.column_names for column in columns)),
         (),
     )
@@ -175,6 +185,53 @@ def _command_generate_crowd(args: argparse.Namespace) -> int:
     paths = write_sample_crowd_data(data, Path(args.out))
     for name, path in paths.items():
         print(f"{name}: {path}")
+    return 0
+
+
+def _filter_config(path: str):
+    from pipelines.config_loader import load_config
+
+    config = load_config(path)
+    if config.kind != "filter":
+        raise PrivlakeError(f"{path}: train-encoder needs a config with kind: filter (got {config.kind!r})")
+    return config
+
+
+def _command_train_encoder(args: argparse.Namespace) -> int:
+    from pipelines.filter_pipeline import train_encoder
+
+    config = _filter_config(args.config)
+    progress = StageProgress()
+    try:
+        summary = train_encoder(config, progress=progress)
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(summary, default=str))
+        return 0
+    final = summary["training"].get("final_epoch", {})
+    print(
+        f"stored encoder for dataset {summary['dataset']!r} trained on {summary['data_fingerprint']['rows']} records "
+        f"(final loss {final.get('loss', float('nan')):.4g}) in {config.lake}"
+    )
+    print(summary["artifact_id"])
+    return 0
+
+
+def _command_models(args: argparse.Namespace) -> int:
+    from pipelines.model_store import ModelStore
+
+    models = [model.summary() for model in ModelStore(_lake(args)).models(dataset=args.dataset)]
+    if args.json:
+        print(json.dumps(models, default=str))
+        return 0
+    if not models:
+        print("no models in this lake")
+        return 0
+    print(f"{'artifact_id':64} {'kind':10} {'dataset':16} {'records':>8} {'trained_at':25}")
+    for model in models:
+        rows = model.get("data_fingerprint", {}).get("rows", "")
+        print(f"{model['artifact_id']:64} {model['model_kind']:10} {model['dataset']:16} {rows:>8} {model['trained_at']:25}")
     return 0
 
 
@@ -230,6 +287,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("config", help="an ldp config with a simulation section (YAML)")
     simulate.set_defaults(handler=_command_simulate_ldp)
+
+    encoder = commands.add_parser(
+        "train-encoder", help="train a filter config's shared VAE on its training records and store it in the lake"
+    )
+    encoder.add_argument("config", help="a filter config (YAML)")
+    encoder.add_argument("--json", action="store_true")
+    encoder.set_defaults(handler=_command_train_encoder)
+
+    models = commands.add_parser("models", help="list the model artifacts stored in a lake")
+    models.add_argument("--lake", required=True)
+    models.add_argument("--dataset")
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(handler=_command_models)
 
     generate = commands.add_parser("generate-crowd", help="write the built-in sample crowd data")
     generate.add_argument("--out", required=True)

@@ -15,11 +15,14 @@ from pydantic import ValidationError
 
 from pipelines.errors import ConfigError
 from schemas.crowd_config import CrowdConfig
+from schemas.filter_config import FilterConfig
 from schemas.ldp_config import LdpConfig
 from schemas.tabular_config import TabularConfig
 
-ReleaseConfig = CrowdConfig | LdpConfig | TabularConfig
-CONFIG_MODELS: dict[str, type[ReleaseConfig]] = {"crowd": CrowdConfig, "ldp": LdpConfig, "tabular": TabularConfig}
+ReleaseConfig = CrowdConfig | LdpConfig | TabularConfig | FilterConfig
+CONFIG_MODELS: dict[str, type[ReleaseConfig]] = {
+    "crowd": CrowdConfig, "ldp": LdpConfig, "tabular": TabularConfig, "filter": FilterConfig,
+}
 
 
 def _describe(error: dict[str, Any]) -> str:

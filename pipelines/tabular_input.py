@@ -10,6 +10,7 @@ the schema's list, numbers by the schema's bins — raising for a value outside 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +45,9 @@ def file_fingerprint(*paths: Path) -> str:
     return "sha256:" + files_digest(list(paths), separator=b"\0").hexdigest()
 
 
-def read_table(reading: TableReading, schema: TabularSchema) -> pd.DataFrame:
-    """The table as text columns named like the schema's attributes (Parquet keeps its types)."""
+def read_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:
+    """The table as text columns (Parquet keeps its types); a CSV without a header row gets
+    ``names`` as its column names, in order."""
     name = str(reading.path)
     if not reading.path.exists():
         raise InputError(name, "file not found")
@@ -60,7 +62,7 @@ def read_table(reading: TableReading, schema: TabularSchema) -> pd.DataFrame:
             frame = pd.read_csv(
                 reading.path,
                 header=0 if reading.header else None,
-                names=None if reading.header else list(schema.names),
+                names=None if reading.header else list(names),
                 dtype=str,
                 keep_default_na=False,
                 skipinitialspace=True,
@@ -75,7 +77,7 @@ def read_table(reading: TableReading, schema: TabularSchema) -> pd.DataFrame:
     return frame
 
 
-def _apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
+def apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
     for column, mapping in reading.recode.items():
         if column not in frame.columns:
             raise ConfigError(f"recode: column {column!r} is not in {reading.path}")
@@ -83,7 +85,7 @@ def _apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
     return frame
 
 
-def _as_missing(frame: pd.DataFrame) -> pd.DataFrame:
+def as_missing(frame: pd.DataFrame) -> pd.DataFrame:
     """Empty text fields are missing values (CSV has no other way to write a null)."""
     for column in frame.columns:
         if frame[column].dtype == object:
@@ -95,7 +97,7 @@ def read_tabular_records(reading: TableReading, schema: TabularSchema) -> Tabula
     """Read, recode and encode; ``InputError`` for an unknown or missing column, an empty table, a
     value outside its public domain, text in a numeric column or a missing value."""
     name = str(reading.path)
-    frame = _apply_recode(_as_missing(read_table(reading, schema)), reading)
+    frame = apply_recode(as_missing(read_table(reading, schema.names)), reading)
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     try:

@@ -35,6 +35,7 @@ from schemas.expectations import (
     crowd_output_claims_suites,
     crowd_output_objects_suites,
     crowd_output_per_object_suite,
+    filter_output_suites,
     ldp_input_suites,
     ldp_output_suites,
     tabular_output_suites,
@@ -371,6 +372,21 @@ def validate_tabular_output(released: pd.DataFrame, schema: Any, rows: int) -> V
     integer_columns = [a.name for a in schema.attributes if a.type == "numeric" and a.integer]
     writer = _IssueWriter(None, {}, "output")
     for suite in tabular_output_suites(list(schema.names), categories, bounds, integer_columns, rows):
+        if not writer.add(released, suite):
+            break
+    return writer.result()
+
+
+def validate_filter_output(released: pd.DataFrame, spec: Any, utility_classes: dict[str, list[str]],
+                           kept: dict[str, str], withheld: dict[str, list[str]], rows: int) -> ValidationResult:
+    """Check the privatized records against the feature spec and the choices (``schemas.filter_schema``)."""
+    categories = {f.name: list(f.categories) for f in spec.features if f.type == "categorical"}
+    bounds = {f.name: (tuple(map(float, f.bounds)) if f.bounds is not None else None)
+              for f in spec.features if f.type == "numeric"}
+    integer_columns = [f.name for f in spec.features if f.type == "numeric" and f.integer]
+    writer = _IssueWriter(None, {}, "output")
+    for suite in filter_output_suites(list(spec.names), categories, bounds, integer_columns, utility_classes,
+                                      kept, withheld, rows):
         if not writer.add(released, suite):
             break
     return writer.result()

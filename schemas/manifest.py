@@ -23,6 +23,7 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
 KIND_MANIFEST_KEYS: dict[str, tuple[str, ...]] = {
     "crowd": ("objects_released", "objects_suppressed"),
     "tabular": ("composition", "pass_rate", "candidate_attempts", "target_records", "network", "evaluation"),
+    "filter": ("model_artifact_id", "epsilon_rdp", "choices", "encoder", "guarantee", "evaluation"),
     "ldp": ("estimator", "n", "mechanism_mix", "epsilon_distribution", "iterations", "converged", "catalog"),
 }
 

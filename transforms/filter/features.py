@@ -99,7 +99,7 @@ def _numeric_values(column: pd.Series, feature: NumericFeature) -> tuple[np.ndar
             if feature.out_of_bounds == "error":
                 row = _first_row(outside)
                 raise FeatureDomainViolation(
-                    row, feature.name, f"value {values[row]!r} is outside the bounds [{low}, {high}]"
+                    row, feature.name, f"value {float(values[row])!r} is outside the bounds [{low}, {high}]"
                 )
             clipped = int(outside.sum())
             values = np.clip(values, low, high)
@@ -187,14 +187,19 @@ def encode_label(column: pd.Series, categories: list[str], name: str) -> np.ndar
     return codes
 
 
+def feature_spec_sha256(spec: FeatureSpec) -> str:
+    """SHA-256 of the spec's canonical JSON: the key an encoder is found by."""
+    spec_json = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(spec_json.encode("utf-8")).hexdigest()
+
+
 def feature_fingerprint(matrix: np.ndarray, spec: FeatureSpec) -> dict[str, Any]:
     """What a VAE was trained on: SHA-256 of the float32 feature matrix (C order, little endian)
     and of the spec's canonical JSON, and the matrix shape."""
     data = np.ascontiguousarray(np.asarray(matrix, dtype="<f4"))
-    spec_json = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return {
         "features_sha256": hashlib.sha256(data.tobytes()).hexdigest(),
-        "spec_sha256": hashlib.sha256(spec_json.encode("utf-8")).hexdigest(),
+        "spec_sha256": feature_spec_sha256(spec),
         "rows": int(data.shape[0]),
         "width": int(data.shape[1]),
     }

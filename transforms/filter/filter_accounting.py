@@ -75,17 +75,21 @@ def filter_sensitivity(latent_filter: LinearLatentFilter) -> float:
     return label_sensitivity(latent_filter)
 
 
-def filter_renyi_epsilon(
-    latent_filter: LinearLatentFilter, orders: Iterable[float] = DEFAULT_ORDERS
-) -> dict[float, float]:
+def renyi_epsilon_of_sensitivity(sensitivity: float, orders: Iterable[float] = DEFAULT_ORDERS) -> dict[float, float]:
     """``ε(α) = (α/2)·s²`` for every order ``α > 1`` (``∞`` when ``s = ∞``)."""
-    sensitivity = filter_sensitivity(latent_filter)
     result: dict[float, float] = {}
     for order in orders:
         if not order > 1:
             raise ValueError(f"Rényi orders must exceed 1 (got {order})")
         result[float(order)] = math.inf if math.isinf(sensitivity) else 0.5 * order * sensitivity**2
     return result
+
+
+def filter_renyi_epsilon(
+    latent_filter: LinearLatentFilter, orders: Iterable[float] = DEFAULT_ORDERS
+) -> dict[float, float]:
+    """``ε(α) = (α/2)·s²`` of the filter for every order ``α > 1`` (``∞`` when ``s = ∞``)."""
+    return renyi_epsilon_of_sensitivity(filter_sensitivity(latent_filter), orders)
 
 
 def renyi_to_approximate_dp(
@@ -152,17 +156,17 @@ def gaussian_exact_epsilon(sensitivity: float, delta: float, iterations: int = 2
     return high
 
 
-def filter_privacy_summary(
-    latent_filter: LinearLatentFilter,
+def sensitivity_privacy_summary(
+    sensitivity: float,
     delta: float,
     orders: Iterable[float] = DEFAULT_ORDERS,
     conversion: Literal["balle2020", "mironov2017"] = "balle2020",
 ) -> dict[str, Any]:
-    """JSON-ready label privacy of a filter: ``epsilon_rdp`` per order (keys are the orders as text;
-    ``None`` for ``∞``), the converted ``(ε, δ)`` and its order, and the exact Gaussian ``ε``."""
-    renyi = filter_renyi_epsilon(latent_filter, orders)
+    """JSON-ready label privacy of a Gaussian label shift with Mahalanobis sensitivity ``s``:
+    ``epsilon_rdp`` per order (keys are the orders as text; ``None`` for ``∞``), the converted
+    ``(ε, δ)`` and its order, and the exact Gaussian ``ε``."""
+    renyi = renyi_epsilon_of_sensitivity(sensitivity, orders)
     epsilon, order = renyi_to_approximate_dp(renyi, delta, conversion)
-    sensitivity = filter_sensitivity(latent_filter)
     exact = gaussian_exact_epsilon(sensitivity, delta)
 
     def finite(value: float) -> float | None:
@@ -177,6 +181,16 @@ def filter_privacy_summary(
         "conversion": conversion,
         "epsilon_exact_gaussian": finite(exact),
     }
+
+
+def filter_privacy_summary(
+    latent_filter: LinearLatentFilter,
+    delta: float,
+    orders: Iterable[float] = DEFAULT_ORDERS,
+    conversion: Literal["balle2020", "mironov2017"] = "balle2020",
+) -> dict[str, Any]:
+    """``sensitivity_privacy_summary`` of the filter's label sensitivity."""
+    return sensitivity_privacy_summary(filter_sensitivity(latent_filter), delta, orders, conversion)
 
 
 def _isotropic_distortion(noise_scale: float, precision: np.ndarray) -> float:
