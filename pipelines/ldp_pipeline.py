@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.engines.base import Engine
-from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined
+from pipelines.errors import InputError, PrivlakeError
 from pipelines.lake import Lake, ReleaseAlreadyPublished
 from pipelines.ldp_blocks import (
     BitSumSide,
@@ -58,6 +58,7 @@ from pipelines.release_run import (
     StageTimer,
     code_version,
     engine_in_background,
+    finish_release,
     start_release,
 )
 from pipelines.validation import validate_ldp_input, validate_ldp_output
@@ -339,13 +340,5 @@ def _publish(
     folder.mkdir(parents=True, exist_ok=True)
     data_file = folder / "part-00000.parquet"
     pq.write_table(pa.Table.from_pandas(estimate, schema=schema, preserve_index=False), data_file)
-    if not output_validation.success:
-        manifest["timings"] = dict(timer.timings)
-        lake.quarantine(release_id, [data_file], manifest)
-        first = output_validation.issues[0].line() if output_validation.issues else "see manifest"
-        raise ReleaseQuarantined(f"release {release_id} failed output validation and was quarantined: {first}")
-    with timer.stage("publish"):
-        manifest["timings"] = dict(timer.timings)
-        lake.publish(release_id, "ldp", [data_file], schema, manifest)
-    manifest["timings"] = dict(timer.timings)
-    return ReleaseOutcome(release_id, "published", manifest)
+    return finish_release(lake, release_id, "ldp", [data_file], schema, manifest, output_validation.success,
+                          output_validation.first_line(), timer, None)

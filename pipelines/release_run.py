@@ -213,3 +213,25 @@ def start_release(lake_path: Path, dataset: str, release_id: str | None,
     lake = Lake(lake_path)
     checked = check_release_id(release_id or new_release_id(dataset))
     return ReleaseStart(started, StageTimer(progress), lake, checked, published_outcome(lake, checked))
+
+
+def finish_release(lake: Lake, release_id: str, kind: str, files: list[Path], schema: Any, manifest: dict[str, Any],
+                   output_valid: bool, first_issue: str | None, timer: StageTimer,
+                   refund: Callable[[], None] | None) -> ReleaseOutcome:
+    """The end of every release: publish data and manifest in one commit, or, when the output
+    failed validation, quarantine them, give the budget back (``refund``) and raise
+    ``ReleaseQuarantined`` naming the first issue. Staging is discarded after publishing."""
+    if not output_valid:
+        manifest["timings"] = dict(timer.timings)
+        lake.quarantine(release_id, files, manifest)
+        if refund is not None:
+            refund()
+        raise ReleaseQuarantined(
+            f"release {release_id} failed output validation and was quarantined: {first_issue or 'see manifest'}"
+        )
+    with timer.stage("publish"):
+        manifest["timings"] = dict(timer.timings)
+        lake.publish(release_id, kind, files, schema, manifest)
+    manifest["timings"] = dict(timer.timings)
+    lake.discard_staging(release_id)
+    return ReleaseOutcome(release_id, "published", manifest)

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.engines.base import Collection, Engine
-from pipelines.errors import InputError, PrivlakeError, ReleaseQuarantined
+from pipelines.errors import InputError, PrivlakeError
 from pipelines.lake import Lake
 from pipelines.ledger import PrivacyLedger
 from pipelines.release_run import (
@@ -44,6 +44,7 @@ from pipelines.release_run import (
     StageTimer,
     code_version,
     engine_in_background,
+    finish_release,
     guarded_release,
     release_secret,
     reserve_budget,
@@ -456,16 +457,6 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
         "created_at": started.isoformat(),
         "python": sys.version.split()[0],
     }
-    if not output_validation.success:
-        manifest["timings"] = dict(timer.timings)
-        lake.quarantine(release_id, files, manifest)
-        if config.privacy.budget is not None:
-            ledger.refund(config.dataset, release_id)
-        first = output_validation.issues[0].line() if output_validation.issues else "see manifest"
-        raise ReleaseQuarantined(f"release {release_id} failed output validation and was quarantined: {first}")
-    with timer.stage("publish"):
-        manifest["timings"] = dict(timer.timings)
-        lake.publish(release_id, "tabular", files, out_schema, manifest)
-    manifest["timings"] = dict(timer.timings)
-    lake.discard_staging(release_id)
-    return ReleaseOutcome(release_id, "published", manifest)
+    refund = (lambda: ledger.refund(config.dataset, release_id)) if config.privacy.budget is not None else None
+    return finish_release(lake, release_id, "tabular", files, out_schema, manifest, output_validation.success,
+                          output_validation.first_line(), timer, refund)

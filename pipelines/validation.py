@@ -94,6 +94,10 @@ class ValidationResult:
             "issues": [issue.to_json() for issue in self.issues],
         }
 
+    def first_line(self) -> str | None:
+        """The first issue as one line, if any."""
+        return self.issues[0].line() if self.issues else None
+
     def merged(self, other: ValidationResult) -> ValidationResult:
         return ValidationResult(self.success and other.success, self.checks + other.checks, self.issues + other.issues)
 
