@@ -1,7 +1,11 @@
 """Worker-side function of the filter release: privatize a batch of staged records.
 
 The staged records carry the input position (``record``), the owner's choice (``choice``, a code),
-the codes of the choice's private and utility labels, and the feature matrix (``f0``, ``f1``, …).
+the codes of the choice's private and utility labels, and one column per feature (``f0``, ``f1``, …,
+in spec order): a numeric feature's scaled value (float32, as in the feature matrix) or a
+categorical feature's category code (int16), from which the worker rebuilds the one-hot blocks.
+Compact staging matters: one-hot columns made Adult's staged rows six times wider, and moving them
+through the engine cost more than the VAE.
 The VAE artifact's bytes and the filters travel in the side value (shipped once per worker); the
 decoded model is cached per worker process by artifact id, so a worker rebuilds it once, not once
 per batch.
@@ -27,11 +31,11 @@ PRIVATE_COLUMN = "private"
 UTILITY_COLUMN = "utility"
 
 
-def feature_columns(width: int) -> list[str]:
-    return [f"f{index}" for index in range(width)]
+def feature_columns(spec: FeatureSpec) -> list[str]:
+    return [f"f{index}" for index in range(len(spec.features))]
 
 
-def staged_schema(width: int) -> pa.Schema:
+def staged_schema(spec: FeatureSpec) -> pa.Schema:
     return pa.schema(
         [
             pa.field(FILTER_RECORD_COLUMN, pa.int64(), nullable=False),
@@ -39,8 +43,38 @@ def staged_schema(width: int) -> pa.Schema:
             pa.field(PRIVATE_COLUMN, pa.int32(), nullable=False),
             pa.field(UTILITY_COLUMN, pa.int32(), nullable=False),
         ]
-        + [pa.field(name, pa.float32(), nullable=False) for name in feature_columns(width)]
+        + [
+            pa.field(name, pa.int16() if feature.type == "categorical" else pa.float32(), nullable=False)
+            for name, feature in zip(feature_columns(spec), spec.features, strict=True)
+        ]
     )
+
+
+def compact_features(matrix: np.ndarray, spec: FeatureSpec) -> list[np.ndarray]:
+    """One array per feature: the numeric column as is, a categorical block as its category codes."""
+    columns, start = [], 0
+    for feature in spec.features:
+        if feature.type == "categorical":
+            columns.append(np.argmax(matrix[:, start : start + feature.width], axis=1).astype(np.int16))
+        else:
+            columns.append(matrix[:, start].astype(np.float32))
+        start += feature.width
+    return columns
+
+
+def expand_features(frame: pd.DataFrame, spec: FeatureSpec) -> np.ndarray:
+    """The float32 feature matrix from the compact columns (the exact inverse of ``compact_features``
+    on a one-hot matrix)."""
+    matrix = np.zeros((len(frame), spec.width), dtype=np.float32)
+    start = 0
+    for name, feature in zip(feature_columns(spec), spec.features, strict=True):
+        values = frame[name].to_numpy()
+        if feature.type == "categorical":
+            matrix[np.arange(len(frame)), start + values.astype(np.int64)] = 1.0
+        else:
+            matrix[:, start] = values.astype(np.float32)
+        start += feature.width
+    return matrix
 
 
 def output_schema(spec: FeatureSpec, utility_labels: list[str]) -> pa.Schema:
@@ -86,12 +120,11 @@ def privatized_rows(frame: pd.DataFrame, side: PrivatizationSide) -> pd.DataFram
     """The batch's records privatized with their choices' filters, decoded, with the utility label
     of each record's choice in that label's column (other label columns empty)."""
     model, spec = _model(side.artifact_id, side.artifact)
-    width = model.architecture.layout.width
     positions = frame[FILTER_RECORD_COLUMN].to_numpy(np.int64)
     choices = frame[FILTER_CHOICE_COLUMN].to_numpy(np.int64)
     decoded = privatize_features(
         model,
-        frame[feature_columns(width)].to_numpy(np.float32),
+        expand_features(frame, spec),
         positions,
         choices,
         frame[PRIVATE_COLUMN].to_numpy(np.int64),

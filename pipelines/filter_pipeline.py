@@ -25,6 +25,7 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +39,14 @@ import pyarrow.parquet as pq
 
 from pipelines.engines.base import Engine
 from pipelines.errors import ConfigError, InputError, PrivlakeError
-from pipelines.filter_blocks import PrivatizationSide, output_schema, privatized_rows, staged_schema
+from pipelines.filter_blocks import (
+    PrivatizationSide,
+    compact_features,
+    feature_columns,
+    output_schema,
+    privatized_rows,
+    staged_schema,
+)
 from pipelines.filter_input import (
     FilterRecords,
     check_label_columns,
@@ -292,9 +300,21 @@ def _utility_labels(config: FilterConfig) -> list[str]:
     return list(dict.fromkeys(choice.utility for choice in config.choices))
 
 
+STAGED_ROWS_PER_FILE = 262_144
+STAGED_FILES_FROM_ROWS = 8_192
+
+
+def staged_file_count(rows: int, parallelism: int) -> int:
+    """Files of contiguous records for the engine to read in parallel: at least one per core once
+    there is work for several, and none larger than ``STAGED_ROWS_PER_FILE`` rows (an engine reads a
+    file as at most a few splits, so one small file would keep one core busy and the others idle)."""
+    wanted = max(parallelism if rows >= STAGED_FILES_FROM_ROWS else 1, -(-rows // STAGED_ROWS_PER_FILE))
+    return max(1, min(wanted, rows))
+
+
 @dataclass(frozen=True)
 class PreparedInput:
-    staged: Path
+    staged: list[Path]
     records: FilterRecords
     choices: np.ndarray
     private: np.ndarray
@@ -321,19 +341,23 @@ def _prepare(config: FilterConfig, spec: FeatureSpec, lake: Lake, release_id: st
         members = choices == code
         private[members] = records.labels[choice.private][members]
         utility[members] = records.labels[choice.utility][members]
-    width = records.features.shape[1]
     with timer.stage("stage input"):
         folder = lake.staging_directory(release_id) / "input"
         folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / "records.parquet"
         columns: dict[str, Any] = {
             "record": np.arange(rows, dtype=np.int64),
             "choice": choices.astype(np.int32),
             "private": private,
             "utility": utility,
         }
-        columns.update({f"f{index}": records.features[:, index] for index in range(width)})
-        pq.write_table(pa.table(columns, schema=staged_schema(width)), staged, row_group_size=1 << 16)
+        columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
+        table = pa.table(columns, schema=staged_schema(spec))
+        staged = []
+        bounds = np.linspace(0, rows, staged_file_count(rows, config.engine.parallelism or os.cpu_count() or 2) + 1).astype(np.int64)
+        for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            path = folder / f"records-{number:05d}.parquet"
+            pq.write_table(table.slice(int(start), int(stop - start)), path, row_group_size=1 << 16)
+            staged.append(path)
     return PreparedInput(staged, records, choices, private, utility, fingerprint)
 
 
@@ -346,11 +370,10 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifac
                    summaries: list[dict[str, Any]], guarantee: dict[str, Any], prepared: PreparedInput,
                    side: PrivatizationSide, engine: Engine, lake: Lake, release_id: str, started: datetime,
                    timer: StageTimer, secret: bytes, secret_source: str, training: FilterRecords) -> ReleaseOutcome:
-    width = prepared.records.features.shape[1]
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
     with timer.stage("privatize"):
-        records = engine.read_parquet([prepared.staged], staged_schema(width))
+        records = engine.read_parquet(prepared.staged, staged_schema(spec))
         released = engine.map_batches(records, privatized_rows, out_schema, side=side)
         files = engine.write_parquet(released, lake.staging_root / release_id / "data", out_schema)
     with timer.stage("validate output"):

@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipelines import filter_pipeline
 from pipelines.cli import main
 from pipelines.config_loader import load_config
 from pipelines.engines import make_engine
-from pipelines.filter_pipeline import run_filter_release, train_encoder
+from pipelines.filter_pipeline import run_filter_release, staged_file_count, train_encoder
 from pipelines.lake import Lake
 from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore
 from schemas.filter_schema import FeatureSpec
@@ -109,6 +110,7 @@ def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> 
     results = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PRIVLAKE_TEST_SECRET", SECRET_HEX)
+        patch.setattr(filter_pipeline, "STAGED_FILES_FROM_ROWS", 200)
         for name in ("local", "spark", "beam"):
             directory = tmp_path_factory.mktemp(f"filter-{name}")
             config = load_config(filter_case(directory, two_choices=True))
@@ -132,6 +134,14 @@ def test_every_engine_publishes_the_identical_release(engine_releases: dict, eng
     for key in ("model_artifact_id", "epsilon", "delta", "epsilon_rdp", "rows"):
         assert manifest[key] == local_manifest[key]
     assert [c["filter"] for c in manifest["choices"]] == [c["filter"] for c in local_manifest["choices"]]
+
+
+def test_staged_input_is_split_for_the_cores_and_in_bounded_files() -> None:
+    assert staged_file_count(100, 2) == 1
+    assert staged_file_count(10_000, 2) == 2
+    assert staged_file_count(10_000, 1) == 1
+    assert staged_file_count(1_000_000, 2) == 4
+    assert staged_file_count(3, 8) == 1
 
 
 def test_release_equals_the_in_memory_privatization(engine_releases: dict) -> None:
