@@ -32,7 +32,7 @@ from sklearn.datasets import load_digits
 from schemas.filter_schema import FeatureSpec
 from transforms.filter.features import decode_features, encode_features, encode_label, feature_layout
 from transforms.filter.filter_evaluation import ClassifierKind, release_evaluation
-from transforms.filter.latent_filter import LinearLatentFilter, privatize_latents
+from transforms.filter.latent_filter import LinearLatentFilter, apply_latent_filter, sample_posterior
 from transforms.filter.vae import (
     VaeArchitecture,
     VaeTrainingConfig,
@@ -306,18 +306,30 @@ def released_matrix(model: VariationalAutoencoder, spec: FeatureSpec, latents: n
     return encode_features(records, release_spec(spec)).matrix
 
 
-def privatized_matrix(
+@dataclass(frozen=True)
+class PrivatizedPart:
+    """One privatization of a part: the posterior draws ``z``, the filtered latents ``z̃`` and the
+    released feature matrix decoded from ``z̃``."""
+
+    latents: np.ndarray
+    filtered: np.ndarray
+    matrix: np.ndarray
+
+
+def privatize_part(
     model: VariationalAutoencoder,
     part: EncodedPart,
     private_label: str,
     latent_filter: LinearLatentFilter,
     rng: np.random.Generator,
-) -> np.ndarray:
-    """The released feature matrix of ``part`` through one filter (issue 5, step 3)."""
-    filtered = privatize_latents(
-        part.mean, part.log_variance, part.data.labels[private_label], latent_filter, rng
-    )
-    return released_matrix(model, part.data.spec, filtered)
+) -> PrivatizedPart:
+    """Issue 5, step 3 for one group: ``z ~ q_e(z|x)``, ``z̃ = z + Aε + B e_y``, decode. Draws in the
+    order of ``latent_filter.privatize_latents`` (an ``(n, k)`` then an ``(n, m)`` block), so its
+    ``z̃`` equals ``privatize_latents(…, rng)``'s for the same generator state."""
+    latents = sample_posterior(part.mean, part.log_variance, rng.standard_normal(part.mean.shape))
+    noise = rng.standard_normal((part.data.rows, latent_filter.noise_dimension))
+    filtered = apply_latent_filter(latents, part.data.labels[private_label], latent_filter, noise)
+    return PrivatizedPart(latents, filtered, released_matrix(model, part.data.spec, filtered))
 
 
 def evaluate_release(
@@ -341,4 +353,12 @@ def evaluate_release(
         len(data.classes[private_label]),
         len(data.classes[utility_label]),
         classifier,
+    )
+
+
+def identity_filter(latent_dimension: int, private_classes: int) -> LinearLatentFilter:
+    """``A = 0``, ``B = 0``: the VAE's round trip alone (a posterior draw, decoded), the release at
+    ``b = 0``."""
+    return LinearLatentFilter(
+        np.zeros((latent_dimension, latent_dimension)), np.zeros((latent_dimension, private_classes))
     )
