@@ -8,7 +8,8 @@ spec (``schemas/filter_schema.py``), never the data, so a record's features do n
 records and decoding is the exact inverse on the spec's domain.
 
 Decoding (what a released record looks like): a numeric column is unscaled, clipped to the bounds
-when the spec has bounds, and rounded to the nearest integer for ``integer: true``; a categorical
+when the spec has bounds, and for ``integer: true`` rounded to the nearest integer and then clipped
+to the integers inside the bounds (so a decoded record always satisfies its own spec); a categorical
 block becomes the category with the largest score (one-hot codes, probabilities and logits all
 work; ties go to the first listed category).
 
@@ -18,6 +19,7 @@ Labels are not features. ``encode_label`` codes a label column over its public c
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -157,10 +159,13 @@ def decode_features(matrix: np.ndarray, spec: FeatureSpec) -> pd.DataFrame:
         if isinstance(feature, NumericFeature):
             offset, width = feature.offset_and_width
             values = matrix[:, column].astype(np.float64) * width + offset
-            if feature.bounds is not None:
-                values = np.clip(values, *feature.bounds)
             if feature.integer:
-                values = np.rint(values).astype(np.int64)
+                values = np.rint(values)
+                if feature.bounds is not None:
+                    values = np.clip(values, math.ceil(feature.bounds[0]), math.floor(feature.bounds[1]))
+                values = values.astype(np.int64)
+            elif feature.bounds is not None:
+                values = np.clip(values, *feature.bounds)
             columns[feature.name] = values
         else:
             codes = np.argmax(matrix[:, column : column + feature.width], axis=1)

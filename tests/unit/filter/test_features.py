@@ -151,3 +151,12 @@ def test_the_spec_refuses_inconsistent_features() -> None:
     for features in bad:
         with pytest.raises(ValidationError):
             FeatureSpec.model_validate({"features": features})
+
+
+def test_decoded_integers_stay_inside_half_integer_bounds() -> None:
+    """Bounds like ``[0.5, 16.5]`` (a rank): rounding after clipping would give 0 or 17, outside the
+    spec; the decoded record must satisfy its own spec and encode again without error."""
+    spec = make_spec({"type": "numeric", "name": "rank", "bounds": [0.5, 16.5], "integer": True})
+    decoded = decode_features(np.array([[-0.2], [0.0], [0.55], [1.0], [1.3]]), spec)
+    assert decoded["rank"].tolist() == [1, 1, 9, 16, 16]
+    encode_features(decoded, spec)
