@@ -171,12 +171,14 @@ class FilterPrivacy(StrictModel):
 
 class FilterEvaluation(StrictModel):
     """The manifest's evaluation: adversaries and utility classifiers trained afresh on a keyed
-    sample of the release (and, for comparison, on the raw records and on the Gaussian baseline at
-    the same distortion), scored on held-out records. Computed from raw labels: an internal
-    report, not privacy-protected."""
+    sample of the release (and, for comparison, on the raw records, on the VAE round trip without a
+    filter and on the Gaussian baseline at the same distortion), scored on held-out records.
+    Computed from raw labels: an internal report, not privacy-protected."""
 
     enabled: bool = True
-    classifier: Literal["logistic", "gradient_boosting"] = "logistic"
+    classifiers: list[Literal["logistic", "gradient_boosting"]] = Field(
+        default_factory=lambda: ["logistic", "gradient_boosting"], min_length=1
+    )
     max_records: int = Field(20_000, ge=20)
     test_fraction: float = Field(0.3, gt=0, lt=1)
 

@@ -189,16 +189,23 @@ def test_the_guarantee_comes_from_the_caps_and_bounds_every_trained_filter(engin
     assert manifest["epsilon"] > 0
 
 
-def test_evaluation_compares_raw_privatized_and_the_gaussian_baseline(engine_releases: dict) -> None:
+def test_evaluation_compares_raw_round_trip_privatized_and_the_gaussian_baseline(engine_releases: dict) -> None:
     manifest = engine_releases["local"][0]
     report = manifest["evaluation"]["choices"]["hide-group"]
-    for version in ("raw", "privatized", "gaussian_baseline"):
+    for version in ("raw", "vae_round_trip", "privatized", "gaussian_baseline"):
         for model in ("adversary", "utility"):
-            scores = report[version][model]
-            assert 0 <= scores["accuracy"] <= 1 and scores["test_rows"] + scores["train_rows"] == report["records"]
-    assert report["raw"]["adversary"]["accuracy"] > report["raw"]["adversary"]["majority_rate"] + 0.1, (
+            by_classifier = report[version]["by_classifier"]
+            assert set(by_classifier) == {"logistic", "gradient_boosting"}
+            for scores in by_classifier.values():
+                assert 0 <= scores[model]["accuracy"] <= 1
+                assert scores[model]["test_rows"] + scores[model]["train_rows"] == report["records"]
+            best = max(scores[model]["accuracy"] for scores in by_classifier.values())
+            assert report[version]["strongest"][model]["accuracy"] == best
+    raw = report["raw"]["strongest"]["adversary"]
+    assert raw["accuracy"] > raw["majority_rate"] + 0.1, (
         "on raw records height and colour predict the group well: the evaluation must see it"
     )
+    assert 0 < report["distortion_on_evaluated_records"] < 3 * manifest["choices"][0]["budget"]
 
 
 def test_a_release_without_caps_takes_its_guarantee_from_the_trained_filter(tmp_path: Path) -> None:
