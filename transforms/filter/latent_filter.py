@@ -41,8 +41,9 @@ Min-max training (the paper's alternating steps). On minibatches of filtered lat
    cross-entropy ``ℓ_h = CE(h(z̃), y)``, and the utility classifier ``ν(z̃) → u`` one step on
    ``ℓ_ν = CE(ν(z̃), u)`` (``A, B`` fixed);
 2. the filter takes one step on ``L_f = −P + β·ℓ_ν`` (``h, ν`` fixed), then is projected on the
-   budget. ``P`` is the privacy term: with ``privacy_objective="adversary_loss"`` (the default, the
-   objective as issue 5 states it) ``P = ℓ_h``, the adversary's loss is maximized; with
+   sensitivity cap if there is one (below) and on the budget. ``P`` is the privacy term: with
+   ``privacy_objective="adversary_loss"`` (the default, the objective as issue 5 states it)
+   ``P = ℓ_h``, the adversary's loss is maximized; with
    ``"prior_matching"`` ``P = −KL(π ‖ h(z̃))`` averaged over records, with ``π`` the private label's
    training frequencies: the filter pushes the adversary's posterior toward the prior. Against a
    best-response adversary both are ideal at independence of ``z̃`` and ``y``; prior matching does not
@@ -55,10 +56,50 @@ Min-max training (the paper's alternating steps). On minibatches of filtered lat
 Optional label-sensitivity cap (``max_sensitivity``, not in the paper): the Rényi DP of the filter
 for the private label is ``ε(α) = (α/2)·s²`` with ``s = max_{y≠y′} ‖(AAᵀ)^{-½}B(e_y − e_{y′})‖``
 (``filter_accounting.py``). The adversarial objective alone does not keep ``s`` small, so the
-accounted ``ε`` can be very large. With a cap, after every step (and at the end) ``B`` is scaled
-down to ``s ≤ max_sensitivity`` (``s`` is linear in ``B``; scaling both ``A`` and ``B`` by the budget
-projection leaves ``s`` unchanged, and shrinking ``B`` only lowers ``D``), which makes ``ε(α)`` a
-design parameter of the choice.
+accounted ``ε`` can be very large; the cap makes ``ε(α) ≤ (α/2)·cap²`` a design parameter of the choice.
+
+*Why not scale ``B`` down.* Any filter with ``s ≤ cap`` that shifts two classes apart by ``Δ = d·u``
+(``‖u‖ = 1``) needs noise of variance at least ``(d/cap)²`` along ``u``: for ``Δ ∈ range(A)``,
+Cauchy–Schwarz in the inner product of ``(AAᵀ)⁺`` gives ``(uᵀu)² ≤ (uᵀ(AAᵀ)⁺u)(uᵀAAᵀu)``, so
+``cap² ≥ d²·uᵀ(AAᵀ)⁺u ≥ d²/(uᵀAAᵀu)``. Filters trained without the cap put their shift where they
+put almost no noise; scaling ``B`` down after each step (a projection the optimizer does not see)
+therefore left a shift of almost nothing, and the capped filter was in effect learned Gaussian noise.
+
+*Parametrization under a cap.* With ``max_sensitivity`` set, the shift is tied to the noise,
+``B = A·C`` with ``C`` an ``m × c`` matrix, so
+
+    z̃ = z + A·(ε + C·e_y):
+
+the label moves the mean of the standard normal ``ε`` by column ``y`` of ``C``, and ``A`` maps the
+result into the latent space. For ``δ = e_y − e_{y′}``, ``Δ = Bδ = ACδ ∈ range(A) = range(AAᵀ)`` (no
+pair is ever mutually singular), and with the thin SVD ``A = U S Vᵀ`` (``S > 0``, ``(AAᵀ)⁺ = U S⁻² Uᵀ``)
+
+    Δᵀ(AAᵀ)⁺Δ = δᵀCᵀ V S Uᵀ · U S⁻² Uᵀ · U S Vᵀ C δ = ‖Vᵀ C δ‖² = ‖P C δ‖²,    P = VVᵀ = Aᵀ(AAᵀ)⁺A,
+
+``P`` the orthogonal projection on the row space of ``A``. Hence
+
+    s = max_{y≠y′} ‖P C (e_y − e_{y′})‖ ≤ s_C := max_{y≠y′} ‖C e_y − C e_{y′}‖,
+
+with equality when ``A`` has full column rank (e.g. the default ``m = k`` with ``A`` non-singular).
+Equivalently: ``ε + C e_y`` is the Gaussian mechanism with identity covariance and sensitivity ``s_C``
+and ``A`` is post-processing. The bound holds for every ``A``, so the cap holds by construction as
+long as the column spread ``s_C`` of ``C`` does: after every step ``C`` is scaled by
+``min(1, cap/s_C)`` (``s_C`` is positively homogeneous). Nothing is lost: every filter with ``s ≤ cap``
+is of this form up to a translation common to all classes outside ``range(A)`` (irrelevant to the
+privacy and to any classifier of ``z̃``) — take ``C = A⁺B``: ``AC = AA⁺B`` differs from ``B`` by
+``(I − AA⁺)B``, whose columns are equal since every ``Bδ`` is in ``range(A)``, and
+``‖A⁺Bδ‖² = Δᵀ(AAᵀ)⁺Δ``, so ``s_C = s``. The gradient of ``L_f`` now reaches ``A`` through both ``Aε``
+and ``AC e_y``, so the optimizer can put noise where a shift is worth it.
+
+Budget projection under the cap: scaling ``A`` by ``t`` with ``C`` fixed scales ``B = AC`` by ``t`` too,
+so the bisection on the increasing ``D(t)`` above applies unchanged and leaves ``s_C`` (hence the
+cap) untouched; the cap's scaling of ``C`` is done first, since it only lowers ``D`` (the shift term
+shrinks, ``A`` is unchanged). At the end, ``C`` is re-projected in float64 onto ``s_C ≤
+cap·(1 − 10⁻⁹)`` (the margin absorbs the rounding of recomputing ``s`` through an SVD), ``B = AC`` is
+materialized, the exact budget projection scales ``(A, B)``, and ``cap_label_sensitivity`` runs as a
+guard. It is a no-op (``s ≤ s_C < cap``) unless ``A`` is numerically rank-deficient — singular values
+below NumPy's rank tolerance, which ``label_pair_mahalanobis`` treats as zero — where it can only
+shrink ``B``, never loosen the cap.
 
 All draws come from one torch generator seeded from the caller's keyed generator.
 """
@@ -305,6 +346,22 @@ def cap_label_sensitivity(latent_filter: LinearLatentFilter, max_sensitivity: fl
     return LinearLatentFilter(latent_filter.noise_matrix, latent_filter.label_shift * factor)
 
 
+def column_spread(coefficients: np.ndarray) -> float:
+    """``s_C = max_{y≠y′} ‖C e_y − C e_{y′}‖``, the largest distance between two columns of ``C``
+    (0 for one column): under ``B = A·C`` an upper bound on the label sensitivity for every ``A``
+    (module docstring)."""
+    matrix = np.asarray(coefficients, dtype=np.float64)
+    differences = matrix[:, :, None] - matrix[:, None, :]
+    return float(np.sqrt((differences**2).sum(axis=0)).max()) if matrix.shape[1] else 0.0
+
+
+def cap_column_spread(coefficients: np.ndarray, max_spread: float) -> np.ndarray:
+    """``C`` scaled by ``min(1, max_spread/s_C)``, so that its column spread is at most ``max_spread``."""
+    matrix = np.asarray(coefficients, dtype=np.float64)
+    spread = column_spread(matrix)
+    return matrix * (max_spread / spread) if spread > max_spread else matrix
+
+
 @dataclass(frozen=True)
 class FilterTrainingConfig:
     """Settings of ``train_latent_filter`` (module docstring): ``budget`` is ``b`` (nats),
@@ -341,13 +398,18 @@ class FilterTrainingConfig:
             min(self.epochs, self.batch_size, self.adversary_steps, self.refit_every, self.projection_sample)
             < 1
         ):
-            raise ValueError("epochs, batch_size, adversary_steps and refit_every must be at least 1")
+            raise ValueError(
+                "epochs, batch_size, adversary_steps, refit_every and projection_sample must be at least 1"
+            )
 
 
 @dataclass
 class TrainedFilter:
     """The trained filter, its exact distortion on the training records, and per-epoch means of the
-    adversary's and the utility classifier's training losses and of the projected minibatch ``D``."""
+    adversary's and the utility classifier's training losses and of the projected minibatch ``D``.
+    Under a sensitivity cap every epoch also records ``coefficient_spread``, the largest ``s_C`` of
+    ``C`` after any of its steps' projections, and ``label_sensitivity``, the exact ``s`` of
+    ``(A, AC)`` at the epoch's end (both in float64 from the float32 parameters)."""
 
     latent_filter: LinearLatentFilter
     distortion: float
@@ -369,7 +431,8 @@ def train_latent_filter(
     config: FilterTrainingConfig,
     rng: np.random.Generator,
 ) -> TrainedFilter:
-    """Train ``(A, B)`` min-max against an adversary and with a utility classifier, under ``D ≤ b``.
+    """Train ``(A, B)`` min-max against an adversary and with a utility classifier, under ``D ≤ b``
+    (and, with ``max_sensitivity``, as ``(A, C)`` with ``B = A·C`` under ``s_C ≤ cap``).
 
     Inputs are the frozen encoder's posterior parameters of the records (``vae.encode_latents``)
     and their label codes. ``rng`` is a keyed generator; it draws the held-out split and the seed
@@ -396,7 +459,24 @@ def train_latent_filter(
     )
     initial, _ = scale_to_budget(initial, log_variance[training], private[training], config.budget)
     noise_matrix = nn.Parameter(torch.tensor(initial.noise_matrix, dtype=torch.float32))
-    label_shift = nn.Parameter(torch.tensor(initial.label_shift, dtype=torch.float32))
+    cap = config.max_sensitivity
+    if cap is None:
+        label_shift = nn.Parameter(torch.tensor(initial.label_shift, dtype=torch.float32))
+        filter_parameters = [noise_matrix, label_shift]
+
+        def shift_matrix() -> torch.Tensor:
+            return label_shift
+
+    else:
+        coefficients = nn.Parameter(torch.zeros((noise_dimension, private_classes), dtype=torch.float32))
+        filter_parameters = [noise_matrix, coefficients]
+
+        def shift_matrix() -> torch.Tensor:
+            return noise_matrix @ coefficients
+
+        def current_filter() -> LinearLatentFilter:
+            noise = noise_matrix.detach().double().numpy()
+            return LinearLatentFilter(noise, noise @ coefficients.detach().double().numpy())
 
     tensors = {
         "mean": torch.tensor(mean, dtype=torch.float32),
@@ -413,14 +493,14 @@ def train_latent_filter(
         if config.posterior_sampling:
             latents = latents + tensors["std"][indices] * torch.randn(latents.shape, generator=generator)
         noise = torch.randn((len(indices), noise_dimension), generator=generator)
-        return latents + noise @ noise_matrix.T + label_shift[:, tensors["private"][indices]].T
+        return latents + noise @ noise_matrix.T + shift_matrix()[:, tensors["private"][indices]].T
 
     hidden = config.classifier_hidden_width
     adversary = _classifier(latent_dimension, private_classes, hidden, generator)
     utility_classifier = _classifier(latent_dimension, utility_classes, hidden, generator)
     adversary_optimizer = torch.optim.Adam(adversary.parameters(), lr=config.classifier_learning_rate)
     utility_optimizer = torch.optim.Adam(utility_classifier.parameters(), lr=config.classifier_learning_rate)
-    filter_optimizer = torch.optim.Adam([noise_matrix, label_shift], lr=config.filter_learning_rate)
+    filter_optimizer = torch.optim.Adam(filter_parameters, lr=config.filter_learning_rate)
     cross_entropy = nn.CrossEntropyLoss()
 
     def refit_adversary() -> tuple[nn.Sequential, torch.optim.Optimizer]:
@@ -445,6 +525,7 @@ def train_latent_filter(
     for _ in range(config.epochs):
         shuffled = training_tensor[torch.randperm(len(training_tensor), generator=generator)]
         sums = {"adversary_loss": 0.0, "utility_loss": 0.0, "distortion": 0.0, "batches": 0.0}
+        largest_spread = 0.0
         for start in range(0, len(shuffled), config.batch_size):
             indices = shuffled[start : start + config.batch_size]
             private_batch = tensors["private"][indices]
@@ -474,19 +555,23 @@ def train_latent_filter(
             filter_loss.backward()
             filter_optimizer.step()
             with torch.no_grad():
-                current = LinearLatentFilter(noise_matrix.double().numpy(), label_shift.double().numpy())
                 sample_rows = indices[: config.projection_sample].numpy()
-                parts = _distortion_parts(current, log_variance[sample_rows], private[sample_rows])
-                factor, sample_distortion = _budget_factor(*parts, config.budget, iterations=30)
-                if factor < 1.0:
-                    noise_matrix.mul_(factor)
-                    label_shift.mul_(factor)
-                if config.max_sensitivity is not None:
-                    sensitivity = label_sensitivity(current.scaled(factor))
-                    if sensitivity > config.max_sensitivity:
-                        label_shift.mul_(
-                            config.max_sensitivity / sensitivity if math.isfinite(sensitivity) else 0.0
-                        )
+                if cap is None:
+                    current = LinearLatentFilter(noise_matrix.double().numpy(), label_shift.double().numpy())
+                    parts = _distortion_parts(current, log_variance[sample_rows], private[sample_rows])
+                    factor, sample_distortion = _budget_factor(*parts, config.budget, iterations=30)
+                    if factor < 1.0:
+                        noise_matrix.mul_(factor)
+                        label_shift.mul_(factor)
+                else:
+                    spread = column_spread(coefficients.double().numpy())
+                    if spread > cap:
+                        coefficients.mul_(cap / spread)
+                    largest_spread = max(largest_spread, column_spread(coefficients.double().numpy()))
+                    parts = _distortion_parts(current_filter(), log_variance[sample_rows], private[sample_rows])
+                    factor, sample_distortion = _budget_factor(*parts, config.budget, iterations=30)
+                    if factor < 1.0:
+                        noise_matrix.mul_(factor)
             steps += 1
             if steps % config.refit_every == 0:
                 adversary, adversary_optimizer = refit_adversary()
@@ -494,10 +579,21 @@ def train_latent_filter(
             sums["utility_loss"] += float(utility_loss.detach())
             sums["distortion"] += sample_distortion
             sums["batches"] += 1
-        history.append({name: value / sums["batches"] for name, value in sums.items() if name != "batches"})
+        epoch = {name: value / sums["batches"] for name, value in sums.items() if name != "batches"}
+        if cap is not None:
+            epoch["coefficient_spread"] = largest_spread
+            epoch["label_sensitivity"] = label_sensitivity(current_filter())
+        history.append(epoch)
 
-    final = LinearLatentFilter(noise_matrix.detach().double().numpy(), label_shift.detach().double().numpy())
-    final, _ = scale_to_budget(final, log_variance[training], private[training], config.budget)
-    if config.max_sensitivity is not None:
-        final = cap_label_sensitivity(final, config.max_sensitivity)
+    if cap is None:
+        final = LinearLatentFilter(
+            noise_matrix.detach().double().numpy(), label_shift.detach().double().numpy()
+        )
+        final, _ = scale_to_budget(final, log_variance[training], private[training], config.budget)
+    else:
+        noise = noise_matrix.detach().double().numpy()
+        capped = cap_column_spread(coefficients.detach().double().numpy(), cap * (1.0 - 1e-9))
+        final = LinearLatentFilter(noise, noise @ capped)
+        final, _ = scale_to_budget(final, log_variance[training], private[training], config.budget)
+        final = cap_label_sensitivity(final, cap)
     return TrainedFilter(final, filter_distortion(final, log_variance[training], private[training]), history)
