@@ -18,8 +18,10 @@ reasons and the measured values):
 * the protection grows with ``b``; a tiny ``b`` changes nothing (Abalone, 0.01 → 10; there the VAE
   itself costs 5 points of utility, so "within a few points of raw" is not claimed);
 * on digits, a per-label shift can hide the digit while keeping "contains a circle" (the shift
-  moves each digit onto its circle group), which noise alone cannot — nor the capped filter, whose
-  shift the cap scales to almost nothing; hiding "digit ≥ 5" while keeping parity is only partial
+  moves each digit onto its circle group), which noise alone cannot; the capped filter (trained as
+  ``B = A·C``) hides the digit even better than the uncapped one but keeps circle only at the
+  Gaussian's level at β = 1 (under the cap a shift of size d costs noise of standard deviation d
+  along it; a larger β trades privacy back for utility); hiding "digit ≥ 5" while keeping parity is only partial
   (one shift per class of a binary label cannot map 5–9 onto 0–4), with parity 5–10 points below
   raw yet far above the Gaussian baseline's;
 * the mutual information between the release and the private label falls;
@@ -254,8 +256,9 @@ def test_adult_budget_sweep_and_the_gaussian_baseline_at_equal_distortion(adult:
 def test_adult_sensitivity_cap_bounds_epsilon_and_still_hides_sex(adult: Lab, cap: float) -> None:
     """With ``max_sensitivity`` the filter's label RDP is ``ε(α) = α/2·s²`` with ``s ≤ cap`` (without
     it ``s`` = 16.4 here, ``ε(2) = 269``). On Adult the cap costs no privacy at ``b = 16``: the
-    adversary stays within 0.03 of the majority rate (measured 0.681 at cap 1, 0.666 at cap 2;
-    uncapped 0.674; majority 0.682) and income within 0.06 of raw (0.798, 0.800; raw 0.841)."""
+    adversary stays within 0.03 of the majority rate (measured 0.674 at cap 1, 0.678 at cap 2;
+    uncapped 0.674; majority 0.682) and income within 0.06 of raw (0.802, 0.799; raw 0.841). The
+    trained filters end at ``s`` = 0.61 and 0.81: at this budget the cap does not always bind."""
     uncapped = adult.filter("sex", "income", 16.0)
     capped = adult.filter("sex", "income", 16.0, cap)
     assert label_sensitivity(uncapped) > 2.0
@@ -322,21 +325,23 @@ def test_digits_value_hidden_circle_kept_where_gaussian_noise_fails(digits: Lab)
 
 def test_digits_value_with_the_sensitivity_cap(digits: Lab) -> None:
     """The cap (``max_sensitivity = 1``) on the same choice: ``s ≤ 1``, the digit still hidden far
-    below the VAE's round trip, and the adversary within 0.06 of the Gaussian baseline's at equal
-    distortion (measured 0.349 against 0.329, VAE 0.869; 0.318–0.371 over six training keys; 0.06
-    is about twice the standard error of the difference of two accuracies on 449 records).
+    below the VAE's round trip, and the adversary at least 0.04 below the Gaussian baseline's at
+    equal distortion (measured 0.240 against 0.329, VAE 0.878; 0.196–0.240 over six training keys;
+    0.04 is about 1.5 standard errors of the difference of two accuracies on 449 records, well under
+    the smallest margin seen, 0.09): trained as ``B = A·C`` the capped filter uses its label shift.
 
-    Not asserted, reported (benchmark): what the cap costs here. Scaling ``B`` down to ``s ≤ 1``
-    leaves almost no shift, so circle accuracy falls from 0.936 to 0.722 (0.709–0.780 over six
-    keys), the Gaussian's level (0.711): with the cap, this choice's filter is in effect the
-    baseline."""
+    Not asserted, reported: what the cap costs here. Under the cap a shift of size d needs noise of
+    standard deviation d along it, so moving digits onto their circle group costs more than b = 64
+    buys at β = 1: circle accuracy 0.682 (0.682–0.767 over six keys), the Gaussian's level, against
+    0.936 raw and about 0.93 uncapped. β = 3 gives adversary 0.264 and circle 0.78, better than the
+    Gaussian on both."""
     capped = digits.filter("digit", "circle", 64.0, 1.0)
     assert label_sensitivity(capped) <= 1.0 + 1e-9
     ours = digits.scores("digit", "circle", "filter", 64.0, 1.0)
     baseline = digits.scores("digit", "circle", "gaussian", 64.0)
     vae = digits.scores("digit", "circle", "vae")
     assert accuracy(ours, "adversary") <= accuracy(vae, "adversary") - 0.3
-    assert accuracy(ours, "adversary") <= accuracy(baseline, "adversary") + 0.06
+    assert accuracy(ours, "adversary") <= accuracy(baseline, "adversary") - 0.04
 
 
 def test_digits_at_least_5_is_only_partly_hidden_while_parity_is_kept(digits: Lab) -> None:
