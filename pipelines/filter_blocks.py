@@ -8,7 +8,8 @@ Compact staging matters: one-hot columns made Adult's staged rows six times wide
 through the engine cost more than the VAE.
 The VAE artifact's bytes and the filters travel in the side value (shipped once per worker); the
 decoded model is cached per worker process by artifact id, so a worker rebuilds it once, not once
-per batch.
+per batch. Importing the module sets torch's deterministic single-thread mode (its first call costs
+about a second of imports), so the engine's warm-up pays it, not the first batch of each worker.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from transforms.filter.vae import VaeArtifact, VariationalAutoencoder, configure
 
 PRIVATE_COLUMN = "private"
 UTILITY_COLUMN = "utility"
+
+configure_deterministic_torch(1)
 
 
 def feature_columns(spec: FeatureSpec) -> list[str]:
@@ -111,7 +114,6 @@ class PrivatizationSide:
 
 @lru_cache(maxsize=4)
 def _model(artifact_id: str, artifact: bytes) -> tuple[VariationalAutoencoder, FeatureSpec]:
-    configure_deterministic_torch(1)
     loaded = VaeArtifact.from_bytes(artifact)
     return loaded.model, loaded.feature_spec
 
