@@ -19,8 +19,8 @@ Labels are not features. ``encode_label`` codes a label column over its public c
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
