@@ -253,8 +253,10 @@ def run_filter_release(
     ledger = PrivacyLedger(lake)
     budget = config.privacy.budget
     preview = capped_guarantee(config)
+    reserved = [False]
     if preview is not None:
         reserve_budget(ledger, config.dataset, release_id, preview["epsilon"], preview["delta"], budget, "filter")
+        reserved[0] = budget is not None
 
     def run() -> ReleaseOutcome:
         secret, secret_source = release_secret()
@@ -278,6 +280,7 @@ def run_filter_release(
                     )
                 reserve_budget(ledger, config.dataset, release_id, guarantee["epsilon"], guarantee["delta"],
                                budget, "filter")
+                reserved[0] = budget is not None
             prepared = _prepare(config, spec, lake, release_id, timer)
             with timer.stage("wait for engine"):
                 started_engine = wait()
@@ -291,9 +294,11 @@ def run_filter_release(
                                   started_engine, lake, release_id, started, timer, secret, secret_source,
                                   training)
 
-    return guarded_release(
-        lake, release_id, (lambda: ledger.refund(config.dataset, release_id)) if budget is not None else None, run
-    )
+    def refund() -> None:
+        if reserved[0]:
+            ledger.refund(config.dataset, release_id)
+
+    return guarded_release(lake, release_id, refund, run)
 
 
 def _utility_labels(config: FilterConfig) -> list[str]:

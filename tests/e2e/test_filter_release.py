@@ -19,6 +19,7 @@ from pipelines.config_loader import load_config
 from pipelines.engines import make_engine
 from pipelines.filter_pipeline import run_filter_release, staged_file_count, train_encoder
 from pipelines.lake import Lake
+from pipelines.ledger import PrivacyLedger
 from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore
 from schemas.filter_schema import FeatureSpec
 from schemas.manifest import missing_manifest_keys
@@ -322,3 +323,18 @@ def test_derived_labels_by_groups_and_threshold(trained_case) -> None:
     assert set(rows["senior"]) == {"<=30", ">30"}
     assert (rows["senior"] == np.where(records["years"] > 30, ">30", "<=30")).all()
     assert manifest["rows"] == len(records)
+
+
+def test_without_caps_the_budget_is_checked_after_training_and_refused_cleanly(
+    trained_case, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uncapped = [{"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0, "max_sensitivity": None}]
+    config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e-3, "delta": 1e-3}})
+    code, error = run_cli(config, capsys)
+    assert code == 2 and "privacy budget of dataset 'people' exceeded" in error, error
+    config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e9, "delta": 0.5}},
+                          evaluation={"enabled": False})
+    manifest = run_filter_release(load_config(config), release_id="charged").manifest
+    entries = PrivacyLedger(Lake(load_config(config).lake)).entries("people")
+    charged = entries[entries["release_id"] == "charged"]
+    assert list(charged["status"]) == ["reserved"] and charged["epsilon"].iloc[0] == pytest.approx(manifest["epsilon"])
