@@ -28,7 +28,7 @@ from transforms.filter.features import decode_features, encode_features
 from transforms.filter.filter_accounting import gaussian_baseline_filter, gaussian_baseline_noise_scale
 from transforms.filter.filter_evaluation import release_evaluation
 from transforms.filter.latent_filter import LinearLatentFilter, filter_distortion
-from transforms.filter.privatization import privatize_features
+from transforms.filter.privatization import privatize_encoded
 from transforms.filter.vae import VaeArtifact, encode_latents
 from transforms.keyed_randomness import keyed_generator
 
@@ -54,25 +54,24 @@ def _version_scores(features: np.ndarray, train: np.ndarray, test: np.ndarray, p
     return {"by_classifier": scores, "strongest": strongest}
 
 
-def _privatized_version(artifact: VaeArtifact, spec: FeatureSpec, features: np.ndarray, rows: np.ndarray,
-                        private: np.ndarray, latent_filter: LinearLatentFilter, secret: bytes, release_id: str,
-                        purpose: str) -> np.ndarray:
-    decoded = privatize_features(artifact.model, features, rows, np.zeros(rows.size, dtype=np.int64), private,
-                                 [latent_filter], secret, release_id, purpose)
+def _privatized_version(artifact: VaeArtifact, spec: FeatureSpec, latents: tuple[np.ndarray, np.ndarray],
+                        rows: np.ndarray, private: np.ndarray, latent_filter: LinearLatentFilter, secret: bytes,
+                        release_id: str, purpose: str) -> np.ndarray:
+    decoded = privatize_encoded(artifact.model, *latents, rows, np.zeros(rows.size, dtype=np.int64), private,
+                                [latent_filter], secret, release_id, purpose)
     return encode_features(decode_features(decoded, spec), spec).matrix
 
 
 def evaluation_report(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifact,
                       filters: list[LinearLatentFilter], released: pd.DataFrame, records: FilterRecords,
-                      choices: np.ndarray, private: np.ndarray, utility: np.ndarray, training: FilterRecords,
-                      secret: bytes, release_id: str) -> dict[str, Any]:
+                      choices: np.ndarray, private: np.ndarray, utility: np.ndarray,
+                      training_log_variance: np.ndarray, secret: bytes, release_id: str) -> dict[str, Any]:
     """Per choice: scores of the four versions (module docstring) and the filter's distortion on the
     evaluated records (the budget is enforced on the training records; here it is measured on
     records it was not fitted to)."""
     settings = config.evaluation
     ordered = released.sort_values(FILTER_RECORD_COLUMN, kind="stable").reset_index(drop=True)
     released_features = encode_features(ordered, spec).matrix
-    _, training_log_variance = encode_latents(artifact.model, training.features)
     latent_dimension = artifact.model.architecture.latent_dimension
     report: dict[str, Any] = {
         "note": "classifiers trained afresh on a keyed sample of each choice's records and scored on held-out "
@@ -103,22 +102,22 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, artifact: VaeArti
         noise_scale = gaussian_baseline_noise_scale(training_log_variance, choice.budget)
         no_filter = LinearLatentFilter(np.zeros((latent_dimension, 1)), np.zeros((latent_dimension, private_classes)))
         features = records.features[rows]
+        latents = encode_latents(artifact.model, features)
         versions = {
             "raw": features,
-            "vae_round_trip": _privatized_version(artifact, spec, features, rows, labels, no_filter, secret,
+            "vae_round_trip": _privatized_version(artifact, spec, latents, rows, labels, no_filter, secret,
                                                   release_id, PURPOSE_ROUND_TRIP),
             "privatized": released_features[rows],
             "gaussian_baseline": _privatized_version(
-                artifact, spec, features, rows, labels,
+                artifact, spec, latents, rows, labels,
                 gaussian_baseline_filter(latent_dimension, private_classes, noise_scale), secret, release_id,
                 PURPOSE_BASELINE),
         }
-        _, log_variance = encode_latents(artifact.model, features)
         report["choices"][choice.name] = {
             "records": int(rows.size),
             "train_records": int(train.size),
             "test_records": int(test.size),
-            "distortion_on_evaluated_records": filter_distortion(latent_filter, log_variance, labels),
+            "distortion_on_evaluated_records": filter_distortion(latent_filter, latents[1], labels),
             "gaussian_baseline_noise_scale": noise_scale,
             **{name: _version_scores(matrix, train, test, labels, utility[rows].astype(np.int64), private_classes,
                                      utility_classes, list(settings.classifiers))

@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from pipelines.filter_input import (
 )
 from pipelines.lake import Lake
 from pipelines.ledger import PrivacyLedger
-from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore
+from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore, StoredModel
 from pipelines.release_run import (
     ReleaseOutcome,
     StageTimer,
@@ -154,8 +154,7 @@ def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None =
     with Lake(config.lake) as lake:
         store = ModelStore(lake)
         store.store(artifact_id, data, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec), description)
-        stored = next(model for model in store.models(MODEL_KIND_FILTER_VAE) if model.artifact_id == artifact_id)
-    return stored.summary()
+        return store.model(artifact_id).summary()
 
 
 # ---- the release --------------------------------------------------------------------------------
@@ -200,15 +199,15 @@ class TrainedChoice:
     seconds: float
 
 
-def _train_filters(config: FilterConfig, artifact: VaeArtifact, training: FilterRecords, secret: bytes,
-                   release_id: str, timer: StageTimer) -> list[TrainedChoice]:
-    mean, log_variance = encode_latents(artifact.model, training.features)
+def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndarray, training: FilterRecords,
+                   secret: bytes, release_id: str, timer: StageTimer) -> list[TrainedChoice]:
+    """Each choice's filter on the training records' posterior ``(mean, log_variance)``."""
     rows = mean.shape[0]
     settings = config.filter_training
     trained = []
     for choice in config.choices:
-        with timer.stage(f"train filter {choice.name}"):
-            started = datetime.now(UTC)
+        stage = f"train filter {choice.name}"
+        with timer.stage(stage):
             keep = np.arange(rows)
             if settings.max_records is not None and rows > settings.max_records:
                 sample = keyed_generator(secret, release_id, PURPOSE_FILTER_SAMPLE, choice.name)
@@ -226,9 +225,8 @@ def _train_filters(config: FilterConfig, artifact: VaeArtifact, training: Filter
                 ),
                 keyed_generator(secret, release_id, PURPOSE_FILTER_TRAINING, choice.name),
             )
-            seconds = (datetime.now(UTC) - started).total_seconds()
         trained.append(TrainedChoice(result.latent_filter, result.distortion, int(keep.size),
-                                     dict(result.history[-1]) if result.history else {}, round(seconds, 3)))
+                                     dict(result.history[-1]) if result.history else {}, timer.timings[stage]))
     return trained
 
 
@@ -248,8 +246,8 @@ def run_filter_release(
     started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
     spec = _read_spec(config)
     store = ModelStore(lake)
-    artifact_id = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset,
-                                feature_spec_sha256(spec))
+    encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
+    artifact_id = encoder.artifact_id
     ledger = PrivacyLedger(lake)
     budget = config.privacy.budget
     preview = capped_guarantee(config)
@@ -267,7 +265,9 @@ def run_filter_release(
                 artifact = VaeArtifact.from_bytes(artifact_bytes)
             with timer.stage("read training records"):
                 training = read_records(config.training, spec, _training_labels(config))
-            trained = _train_filters(config, artifact, training, secret, release_id, timer)
+            training_mean, training_log_variance = encode_latents(artifact.model, training.features)
+            trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id,
+                                     timer)
             privacy = config.privacy
             summaries = [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
                          for choice in trained]
@@ -290,9 +290,9 @@ def run_filter_release(
                 {label: config.labels[label].classes for label in _utility_labels(config)},
                 secret, release_id,
             )
-            return _run_on_engine(config, spec, artifact, trained, summaries, guarantee, prepared, side,
+            return _run_on_engine(config, spec, encoder, artifact, trained, summaries, guarantee, prepared, side,
                                   started_engine, lake, release_id, started, timer, secret, secret_source,
-                                  training)
+                                  training_log_variance)
 
     def refund() -> None:
         if reserved[0]:
@@ -371,10 +371,12 @@ def _withheld(config: FilterConfig) -> dict[str, list[str]]:
     return {choice.name: [choice.private] for choice in config.choices if choice.private in utility_labels}
 
 
-def _run_on_engine(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifact, trained: list[TrainedChoice],
+def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel, artifact: VaeArtifact,
+                   trained: list[TrainedChoice],
                    summaries: list[dict[str, Any]], guarantee: dict[str, Any], prepared: PreparedInput,
                    side: PrivatizationSide, engine: Engine, lake: Lake, release_id: str, started: datetime,
-                   timer: StageTimer, secret: bytes, secret_source: str, training: FilterRecords) -> ReleaseOutcome:
+                   timer: StageTimer, secret: bytes, secret_source: str,
+                   training_log_variance: np.ndarray) -> ReleaseOutcome:
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
     with timer.stage("privatize"):
@@ -395,7 +397,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifac
 
             evaluation = evaluation_report(config, spec, artifact, [choice.latent_filter for choice in trained],
                                            released_frame, prepared.records, prepared.choices, prepared.private,
-                                           prepared.utility, training, secret, release_id)
+                                           prepared.utility, training_log_variance, secret, release_id)
     choices_report = []
     counts = np.bincount(prepared.choices, minlength=len(config.choices))
     for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):
@@ -414,7 +416,6 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifac
             "privacy": summary,
             "filter": result.latent_filter.to_dict(),
         })
-    stored = next(model for model in ModelStore(lake).models(MODEL_KIND_FILTER_VAE) if model.artifact_id == side.artifact_id)
     manifest: dict[str, Any] = {
         "release_id": release_id,
         "kind": "filter",
@@ -439,7 +440,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifac
         "rows": int(len(released_frame)),
         "input_rows": rows,
         "model_artifact_id": side.artifact_id,
-        "encoder": {"artifact_id": side.artifact_id, "trained_at": stored.trained_at.isoformat(),
+        "encoder": {"artifact_id": side.artifact_id, "trained_at": encoder.trained_at.isoformat(),
                     "data_fingerprint": artifact.data_fingerprint, "training": artifact.training,
                     "architecture": {key: value for key, value in artifact.model.architecture.to_dict().items()
                                      if key != "layout"}},

@@ -121,22 +121,27 @@ class ModelStore:
             raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.root}")
         return match["artifact"][0].as_py()
 
-    def resolve(self, reference: str, model_kind: str, dataset: str, feature_spec_sha256: str) -> str:
-        """The artifact id a config names: an id as is (checked to exist and to read the same feature
-        spec), or ``latest``: the newest artifact of this kind for the dataset and feature spec."""
+    def model(self, artifact_id: str) -> StoredModel:
+        """The stored model with this id (``PrivlakeError`` if it is not in the lake)."""
+        for model in self.models():
+            if model.artifact_id == artifact_id:
+                return model
+        raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.root}")
+
+    def resolve(self, reference: str, model_kind: str, dataset: str, feature_spec_sha256: str) -> StoredModel:
+        """The model a config names: an id (checked to exist, to be of this kind and to read the same
+        feature spec), or ``latest``: the newest artifact of this kind for the dataset and feature spec."""
         if reference != "latest":
-            for model in self.models(model_kind):
-                if model.artifact_id == reference:
-                    if model.feature_spec_sha256 != feature_spec_sha256:
-                        raise PrivlakeError(
-                            f"encoder.artifact {reference[:12]}…: it was trained on a different feature spec"
-                        )
-                    return reference
-            raise PrivlakeError(f"encoder.artifact {reference[:12]}… is not in the lake {self.lake.root}")
+            found = [model for model in self.models(model_kind) if model.artifact_id == reference]
+            if not found:
+                raise PrivlakeError(f"encoder.artifact {reference[:12]}… is not in the lake {self.lake.root}")
+            if found[0].feature_spec_sha256 != feature_spec_sha256:
+                raise PrivlakeError(f"encoder.artifact {reference[:12]}…: it was trained on a different feature spec")
+            return found[0]
         matching = [m for m in self.models(model_kind, dataset) if m.feature_spec_sha256 == feature_spec_sha256]
         if not matching:
             raise PrivlakeError(
                 f"no encoder in the lake {self.lake.root} for dataset {dataset!r} and this feature spec: "
                 "run `privlake train-encoder CONFIG` first"
             )
-        return matching[0].artifact_id
+        return matching[0]

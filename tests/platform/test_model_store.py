@@ -32,8 +32,9 @@ def test_resolve_latest_takes_the_newest_for_the_dataset_and_spec(tmp_path: Path
     time.sleep(0.01)
     store.store("3" * 64, b"other spec", MODEL_KIND_FILTER_VAE, "adult", "another", {})
     store.store("4" * 64, b"other dataset", MODEL_KIND_FILTER_VAE, "census", "spec", {})
-    assert store.resolve("latest", MODEL_KIND_FILTER_VAE, "adult", "spec") == "2" * 64
-    assert store.resolve("1" * 64, MODEL_KIND_FILTER_VAE, "adult", "spec") == "1" * 64
+    assert store.resolve("latest", MODEL_KIND_FILTER_VAE, "adult", "spec").artifact_id == "2" * 64
+    assert store.resolve("1" * 64, MODEL_KIND_FILTER_VAE, "adult", "spec").artifact_id == "1" * 64
+    assert store.model("4" * 64).dataset == "census"
     with pytest.raises(PrivlakeError, match="different feature spec"):
         store.resolve("3" * 64, MODEL_KIND_FILTER_VAE, "adult", "spec")
     with pytest.raises(PrivlakeError, match="train-encoder"):

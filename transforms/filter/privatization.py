@@ -68,11 +68,23 @@ def filter_latents(latent_mean: np.ndarray, latent_log_variance: np.ndarray, cho
     return filtered
 
 
+def privatize_encoded(model: VariationalAutoencoder, latent_mean: np.ndarray, latent_log_variance: np.ndarray,
+                      positions: np.ndarray, choices: np.ndarray, private_labels: np.ndarray,
+                      filters: Sequence[LinearLatentFilter], secret: bytes, release_id: str,
+                      purpose: str = PURPOSE_PRIVATIZATION) -> np.ndarray:
+    """``privatize_features`` from the records' posterior parameters (``vae.encode_latents``), for
+    callers that privatize the same records more than once."""
+    normals = record_standard_normals(secret, release_id, positions,
+                                      noise_width(latent_mean.shape[1], filters), purpose)
+    return decode_latents(model, filter_latents(latent_mean, latent_log_variance, choices, private_labels, filters,
+                                                normals))
+
+
 def privatize_features(model: VariationalAutoencoder, features: np.ndarray, positions: np.ndarray,
                        choices: np.ndarray, private_labels: np.ndarray, filters: Sequence[LinearLatentFilter],
                        secret: bytes, release_id: str, purpose: str = PURPOSE_PRIVATIZATION) -> np.ndarray:
     """The decoded, feature-shaped matrix of the privatized records (``features.decode_features``
     turns it into records)."""
     mean, log_variance = encode_latents(model, features)
-    normals = record_standard_normals(secret, release_id, positions, noise_width(mean.shape[1], filters), purpose)
-    return decode_latents(model, filter_latents(mean, log_variance, choices, private_labels, filters, normals))
+    return privatize_encoded(model, mean, log_variance, positions, choices, private_labels, filters, secret,
+                             release_id, purpose)
