@@ -8,10 +8,10 @@ expects when running ``privlake run examples/x.yaml`` from the project root.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pipelines.errors import ConfigError
 from schemas.crowd_config import CrowdConfig
@@ -19,6 +19,7 @@ from schemas.filter_config import FilterConfig
 from schemas.ldp_config import LdpConfig
 from schemas.tabular_config import TabularConfig
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
 ReleaseConfig = CrowdConfig | LdpConfig | TabularConfig | FilterConfig
 CONFIG_MODELS: dict[str, type[ReleaseConfig]] = {
     "crowd": CrowdConfig, "ldp": LdpConfig, "tabular": TabularConfig, "filter": FilterConfig,
@@ -47,8 +48,14 @@ def parse_config(document: Any, source: str) -> ReleaseConfig:
     if kind not in CONFIG_MODELS:
         known = ", ".join(sorted(CONFIG_MODELS))
         raise ConfigError(f"{source}: kind: must be one of {known} (got {kind!r})")
+    return validate_document(CONFIG_MODELS[kind], document, source)
+
+
+def validate_document(model: type[ModelT], document: Any, source: str) -> ModelT:
+    """``model`` validated from ``document``; the first problem as one ``ConfigError`` line naming
+    ``source`` and the key (with a count of the others)."""
     try:
-        return CONFIG_MODELS[kind].model_validate(document)
+        return model.model_validate(document)
     except ValidationError as error:
         first = error.errors()[0]
         more = len(error.errors()) - 1
@@ -56,13 +63,17 @@ def parse_config(document: Any, source: str) -> ReleaseConfig:
         raise ConfigError(f"{source}: {_describe(first)}{suffix}") from None
 
 
-def load_config(path: Path | str) -> ReleaseConfig:
-    path = Path(path)
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document of a file (``what`` names the file in the error when it is missing)."""
     if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
+        raise ConfigError(f"{path}: {what} file not found")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError(f"{path}: not valid YAML: {first_line}") from None
-    return parse_config(document, str(path))
+
+
+def load_config(path: Path | str) -> ReleaseConfig:
+    path = Path(path)
+    return parse_config(read_yaml(path, "config"), str(path))

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
-from pydantic import ValidationError
 
+from pipelines.config_loader import read_yaml, validate_document
 from pipelines.errors import ConfigError, InputError
 from pipelines.tabular_input import apply_recode, as_missing, read_table
 from schemas.filter_config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
@@ -37,19 +36,10 @@ class FilterRecords:
 
 
 def read_feature_spec(path: Path) -> FeatureSpec:
-    if not path.is_file():
-        raise ConfigError(f"{path}: feature spec file not found")
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: not valid YAML: {str(error).strip().splitlines()[0]}") from None
-    try:
-        return FeatureSpec.model_validate(document)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{path}: {where}: {message}") from None
+    document = read_yaml(path, "feature spec")
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: a feature spec must be a mapping with the key 'features'")
+    return validate_document(FeatureSpec, document, str(path))
 
 
 def check_label_columns(config: FilterConfig, spec: FeatureSpec) -> None:
