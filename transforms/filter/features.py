@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from schemas.filter_schema import CategoricalFeature, FeatureSpec, NumericFeature
-from transforms.domain_violation import DomainViolation
+from transforms.domain_violation import DomainViolation, within_bounds
 
 FeatureDomainViolation = DomainViolation
 
@@ -93,19 +93,10 @@ def _numeric_values(column: pd.Series, feature: NumericFeature) -> tuple[np.ndar
     if not_numbers.any():
         row = _first_row(not_numbers)
         raise FeatureDomainViolation(row, feature.name, f"not a finite number: {column.iloc[row]!r}")
-    clipped = 0
-    if feature.bounds is not None:
-        low, high = feature.bounds
-        outside = (values < low) | (values > high)
-        if outside.any():
-            if feature.out_of_bounds == "error":
-                row = _first_row(outside)
-                raise FeatureDomainViolation(
-                    row, feature.name, f"value {float(values[row])!r} is outside the bounds [{low}, {high}]"
-                )
-            clipped = int(outside.sum())
-            values = np.clip(values, low, high)
-    return values, clipped
+    if feature.bounds is None:
+        return values, 0
+    return within_bounds(values, *feature.bounds, feature.out_of_bounds == "clip", feature.name,
+                         lambda row: float(values[row]))
 
 
 def _one_hot(column: pd.Series, feature: CategoricalFeature) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from schemas.tabular_schema import CategoricalAttribute, NumericAttribute, TabularSchema
-from transforms.domain_violation import DomainViolation
+from transforms.domain_violation import DomainViolation, within_bounds
 
 
 class ColumnMismatch(ValueError):
@@ -91,17 +91,8 @@ def _encode_numeric(column: pd.Series, attribute: NumericAttribute) -> tuple[np.
         values = numbers.to_numpy(dtype=np.float64)
     else:
         values = column.to_numpy(dtype=np.float64)
-    low, high = attribute.bounds
-    outside = ~((values >= low) & (values <= high))
-    clipped = 0
-    if outside.any():
-        if attribute.out_of_domain == "error":
-            row = _first_row(outside)
-            raise DomainViolation(
-                row, attribute.name, f"value {column.iloc[row]!r} is outside the bounds [{low}, {high}]"
-            )
-        clipped = int(outside.sum())
-        values = np.clip(values, low, high)
+    values, clipped = within_bounds(values, *attribute.bounds, attribute.out_of_domain == "clip", attribute.name,
+                                    lambda row: column.iloc[row])
     edges = bin_edges(attribute)
     codes = np.searchsorted(edges, values, side="right") - 1
     codes = np.minimum(codes, len(edges) - 2)
