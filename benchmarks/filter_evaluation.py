@@ -56,7 +56,6 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -71,6 +70,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_info import machine_basics  # noqa: E402
 from tests.reproduction import filter_datasets as fd  # noqa: E402
 from transforms.filter.features import decode_features  # noqa: E402
 from transforms.filter.filter_accounting import (  # noqa: E402
@@ -109,16 +109,6 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    memory = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        memory = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
-    except (OSError, IndexError):
-        pass
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
@@ -126,12 +116,7 @@ def machine() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "load_average_at_start": list(os.getloadavg()),
-        "python": platform.python_version(),
+        **machine_basics(),
         "versions": {name: version(name) for name in ("numpy", "scikit-learn", "torch")},
         "privlake_commit": commit,
         "note": "uncommitted work in progress may differ from the commit",

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -77,6 +76,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+
+from benchmarks.machine_info import machine_basics  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 EXAMPLE = ROOT / "examples" / "filter_adult.yaml"
@@ -96,28 +97,9 @@ NUMERIC_COLUMNS = ("age", "fnlwgt", "education-num", "capital-gain", "capital-lo
 
 
 def machine() -> dict[str, Any]:
-    model, memory = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        memory = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
-    except (OSError, IndexError):
-        pass
     import torch
 
-    return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "load_average_at_start": list(os.getloadavg()),
-        "uptime_at_start": uptime(),
-    }
+    return {**machine_basics(), "numpy": np.__version__, "torch": torch.__version__, "uptime_at_start": uptime()}
 
 
 def uptime() -> str:

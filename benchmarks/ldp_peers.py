@@ -38,7 +38,6 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", 
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -51,6 +50,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_info import machine_basics  # noqa: E402
 from transforms.keyed_randomness import keyed_generator  # noqa: E402
 from transforms.ldp.distribution_metrics import (  # noqa: E402
     earth_movers_distance_line,
@@ -106,29 +106,7 @@ COUNTERPARTS = {
 
 
 def machine() -> dict:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    memory = ""
-    try:
-        memory = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
-    except (OSError, IndexError):
-        pass
-    return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "load_average_at_start": list(os.getloadavg()),
-        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-    }
+    return {**machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
 def true_secrets(k: int, n: int, repetition: int) -> np.ndarray:

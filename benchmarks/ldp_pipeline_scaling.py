@@ -39,7 +39,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from benchmarks.crowd_scaling import process_tree_rss  # noqa: E402
+from benchmarks.machine_info import machine_basics  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PEERS_RESULTS = RESULTS / "ldp_peers.json"
@@ -483,22 +483,7 @@ def peers_copy(peer_results: list[dict]) -> dict | None:
 
 
 def machine() -> dict:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "load_average_at_start": list(os.getloadavg()),
-    }
+    return {**machine_basics(), "numpy": np.__version__}
 
 
 def counting_stage(stages: dict[str, float]) -> float | None:

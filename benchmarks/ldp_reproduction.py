@@ -44,7 +44,6 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -62,6 +61,7 @@ from scipy import stats  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_info import machine_basics  # noqa: E402
 from transforms.keyed_randomness import keyed_generator  # noqa: E402
 from transforms.ldp.distribution_metrics import (  # noqa: E402
     earth_movers_distance_grid,
@@ -143,24 +143,7 @@ QUICK = Sizes(
 
 
 def machine() -> dict:
-    model = ""
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "load_average_at_start": list(os.getloadavg()),
-        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-    }
+    return {**machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
 def stream(purpose: str, key: tuple) -> np.random.Generator:

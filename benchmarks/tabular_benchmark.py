@@ -86,6 +86,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_info import machine_basics  # noqa: E402
 from schemas.tabular_schema import CategoricalAttribute, TabularSchema, load_tabular_schema  # noqa: E402
 from transforms.keyed_randomness import keyed_generator  # noqa: E402
 from transforms.tabular.contingency import joint_index  # noqa: E402
@@ -171,24 +172,7 @@ CENSUS_CONCENTRATION = 4.0
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    memory = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        memory = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
-    except (OSError, IndexError):
-        pass
-    return {
-        "platform": platform.platform(),
-        "processor": model,
-        "cores": os.cpu_count(),
-        "memory": memory,
-        "load_average_at_start": list(os.getloadavg()),
-        "threads_of_ours": os.environ.get("OMP_NUM_THREADS"),
-    }
+    return {**machine_basics(), "threads_of_ours": os.environ.get("OMP_NUM_THREADS")}
 
 
 def code_version() -> str | None:
