@@ -39,56 +39,118 @@ class StageProgress:
         self._bar.close()
 
 
-def _command_run(args: argparse.Namespace) -> int:
-    from pipelines.config_loader import load_config
+WORKER_MODULES_BY_KIND = {
+    "crowd": "pipelines.crowd_blocks",
+    "tabular": "pipelines.tabular_blocks",
+    "ldp": "pipelines.ldp_blocks",
+    "filter": "pipelines.filter_blocks",
+}
 
-    config = load_config(args.config)
-    if config.kind == "ldp":
-        from pipelines.ldp_pipeline import run_ldp_release as run_release
-    elif config.kind == "tabular":
-        from pipelines.tabular_pipeline import run_tabular_release as run_release
-    elif config.kind == "filter":
-        from pipelines.filter_pipeline import run_filter_release as run_release
-    else:
-        from pipelines.crowd_pipeline import run_crowd_release as run_release
-    progress = StageProgress()
-    try:
-        outcome = run_release(
-            config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress
-        )
-    finally:
-        progress.close()
+
+def _release_runner(kind: str) -> Any:
+    if kind == "ldp":
+        from pipelines.ldp_pipeline import run_ldp_release
+
+        return run_ldp_release
+    if kind == "tabular":
+        from pipelines.tabular_pipeline import run_tabular_release
+
+        return run_tabular_release
+    if kind == "filter":
+        from pipelines.filter_pipeline import run_filter_release
+
+        return run_filter_release
+    from pipelines.crowd_pipeline import run_crowd_release
+
+    return run_crowd_release
+
+
+def _summary_line(outcome: Any) -> str:
     manifest = outcome.manifest
     if outcome.already_published:
-        print(f"release {outcome.release_id} is already published; nothing to do")
-    elif manifest["kind"] == "ldp":
+        return f"release {outcome.release_id} is already published; nothing to do"
+    if manifest["kind"] == "ldp":
         convergence = "converged" if manifest["converged"] else "NOT converged (iteration cap reached)"
-        print(
+        return (
             f"published the estimated distribution over {manifest['rows']} secrets from {manifest['n']} reports "
             f"of {len(manifest['mechanism_mix'])} mechanisms on {manifest['engine']}; estimator "
             f"{manifest['estimator']}, {manifest['iterations']} iterations, {convergence}"
         )
-    elif manifest["kind"] == "tabular":
-        print(
+    if manifest["kind"] == "tabular":
+        return (
             f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
             f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
             f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
         )
-    elif manifest["kind"] == "filter":
+    if manifest["kind"] == "filter":
         choices = ", ".join(f"{choice['name']} ({choice['records']})" for choice in manifest["choices"])
-        print(
+        return (
             f"published {manifest['rows']} privatized records on {manifest['engine']} with encoder "
             f"{manifest['model_artifact_id'][:12]} and choices {choices}; "
             f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per record's private label"
         )
-    else:
-        print(
-            f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
-            f"({manifest['objects_suppressed']} suppressed) on {manifest['engine']}; "
-            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+    return (
+        f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
+        f"({manifest['objects_suppressed']} suppressed) on {manifest['engine']}; "
+        f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+    )
+
+
+def _run_release(config: Any, args: argparse.Namespace, engine: Any = None) -> Any:
+    progress = StageProgress()
+    try:
+        return _release_runner(config.kind)(
+            config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress,
+            engine=engine,
         )
-    print(outcome.release_id)
-    return 0
+    finally:
+        progress.close()
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    from pipelines.config_loader import load_config
+
+    configs = [load_config(path) for path in args.config]
+    if len(configs) == 1:
+        outcome = _run_release(configs[0], args)
+        print(_summary_line(outcome))
+        print(outcome.release_id)
+        return 0
+    return _run_several(args, configs)
+
+
+def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
+    """Several configs, in order, on one engine started once (one Spark session): what a
+    scheduler's batch of releases needs, without paying the engine's start-up per release.
+    Each release succeeds or fails on its own; the exit status is that of the first failure."""
+    from pipelines.release_run import engine_request, start_engine
+
+    if args.release_id is not None:
+        raise PrivlakeError("--release-id names one release: give a single config with it")
+    requests = [engine_request(config.engine, args.engine, args.master) for config in configs]
+    for path, request in zip(args.config[1:], requests[1:], strict=True):
+        if request != requests[0]:
+            raise PrivlakeError(
+                f"{path}: asks for engine {request[0]} {request[1]}, but {args.config[0]} for "
+                f"{requests[0][0]} {requests[0][1]}; configs run together share one engine "
+                "(pass --engine/--master, or run them separately)"
+            )
+    modules = sorted({WORKER_MODULES_BY_KIND[config.kind] for config in configs})
+    engine = start_engine(*requests[0], modules)
+    first_failure = 0
+    try:
+        for path, config in zip(args.config, configs, strict=True):
+            try:
+                outcome = _run_release(config, args, engine)
+            except PrivlakeError as error:
+                print(f"privlake: {path}: {error}", file=sys.stderr)
+                first_failure = first_failure or error.exit_code
+                continue
+            print(_summary_line(outcome))
+            print(outcome.release_id, flush=True)
+    finally:
+        engine.close()
+    return first_failure
 
 
 def _lake(args: argparse.Namespace):
@@ -252,8 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privlake", description="Privacy-protected data releases into a lake.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="run a release from a YAML config")
-    run.add_argument("config", help="the release config (YAML)")
+    run = commands.add_parser(
+        "run",
+        help="run a release from a YAML config (several configs: in order, on one engine started once)",
+    )
+    run.add_argument("config", nargs="+", help="the release config(s) (YAML)")
     run.add_argument("--engine", choices=["local", "spark", "beam"], help="override the config's engine")
     run.add_argument("--master", help="Spark master URL (spark engine), e.g. spark://host:7077 or local[2]")
     run.add_argument("--release-id", help="the release id (default: generated); re-running an id is a no-op")

@@ -95,7 +95,8 @@ def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSi
 
 
 def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
-    """Map-by-object synthesis: released claims plus one summary row per object."""
+    """Map-by-object synthesis: released claims plus one summary row per object, sorted by
+    object (so the outcome stays clustered and is staged without a shuffle)."""
     block, bandwidths = prepared_block(frame)
     weights = object_weights(block, bandwidths, side)
     result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
@@ -120,7 +121,8 @@ def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
             "reason": objects["reason"].astype(str),
         }
     )
-    return pd.concat([released, summary], ignore_index=True)
+    together = pd.concat([released, summary], ignore_index=True)
+    return together.sort_values("object_id", kind="mergesort", ignore_index=True)
 
 
 def released_rows(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:

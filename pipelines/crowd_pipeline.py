@@ -4,14 +4,21 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
 
 1. Refuse early: a published release id is a no-op; the ledger reserves the budget before the
    claims are read and refuses a release that would exceed it.
-2. Read and validate the input (Great Expectations gate); resolve duplicates; stage a
-   canonical Parquet copy that every engine reads (the input itself is never modified).
-3. Optional contribution bound (source-level unit): at most L objects per source.
-4. Global source weights: repeat a map over objects (per-source loss sums, exact fixed point)
+2. Read and validate the input on the driver (Great Expectations gate) while the engine
+   starts; resolve duplicates. The input itself is never modified.
+3. Stage the claims for the engine: hash-partitioned by object into one Parquet file per
+   unit of parallelism, each holding whole objects (the driver has the rows, so no engine
+   shuffle is needed). With the source-level unit, the contribution bound (at most L objects
+   per source) is a map by source first, and the engine then shuffles by object.
+4. Prepare each object once (canonical order, kernel bandwidth) and stage the result as
+   group files (``write_groups``): every later job maps over them by object without a
+   shuffle or an engine cache, its workers reading the files themselves (``read_groups``).
+5. Global source weights: repeat a map over objects (per-source loss sums, exact fixed point)
    and a reduce by source, until the source qualities stop changing.
-5. Synthesis: per object, bandwidth, local (Hampel IRWLS) weights, combined weights clipped to
-   the public ratio cap, then Algorithm 1 with the randomized plausible-deniability test.
-6. Write the synthetic claims to staging from where they live, validate, then publish data
+6. Synthesis: per object, local (Hampel IRWLS) weights, combined weights clipped to the public
+   ratio cap, then Algorithm 1 with the randomized plausible-deniability test; the outcome
+   (claims and one summary row per object) is staged as group files.
+7. Write the synthetic claims to staging from where they live, validate, then publish data
    and manifest in one Iceberg commit — or quarantine and refund the budget.
 """
 
@@ -43,6 +50,7 @@ from pipelines.crowd_blocks import (
 )
 from pipelines.crowd_input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
 from pipelines.engines.base import Engine
+from pipelines.engines.parquet_writer import write_group_files
 from pipelines.errors import InputError, PrivlakeError
 from pipelines.lake import Lake
 from pipelines.ledger import PrivacyLedger
@@ -72,6 +80,9 @@ from transforms.global_weights import SourceQuality, iterate_source_quality
 from transforms.privacy_guarantee import crowd_guarantee
 
 CROWD_WORKER_MODULES = ("pipelines.crowd_blocks",)
+STAGED_ROW_GROUP_ROWS = 1 << 18
+"""Row groups of the staged input: small enough that an engine splits a large input over
+several readers (Spark assigns byte ranges to tasks by row group)."""
 
 
 def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
@@ -113,11 +124,10 @@ def source_codes(source_ids: pd.Series) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _staging_input(claims: pd.DataFrame, directory: Path, schema: pa.Schema) -> Path:
+def _stage_single_file(claims: pa.Table, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "claims.parquet"
-    table = pa.Table.from_pandas(claims[list(schema.names)], schema=schema, preserve_index=False)
-    pq.write_table(table, path, row_group_size=1 << 20)
+    pq.write_table(claims, path, row_group_size=STAGED_ROW_GROUP_ROWS)
     return path
 
 
@@ -203,9 +213,10 @@ def run_crowd_release(
 
 @dataclass(frozen=True)
 class PreparedInput:
-    """The validated input, staged as canonical Parquet for the engines to read."""
+    """The validated input (canonical columns and types) and the release's staging folder."""
 
-    staged_input: Path
+    claims: pa.Table
+    staging: Path
     input_schema: pa.Schema
     fingerprint: str
     validation: Any
@@ -247,10 +258,9 @@ def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: Stag
         )
     if int((claims_per_object >= k).sum()) == 0:
         raise InputError(str(settings.path), f"no object has at least k={k} claims: nothing could be released")
-    with timer.stage("stage input"):
-        staged_input = _staging_input(claims, lake.staging_directory(release_id) / "input", input_schema)
     return PreparedInput(
-        staged_input=staged_input,
+        claims=pa.Table.from_pandas(claims[list(input_schema.names)], schema=input_schema, preserve_index=False),
+        staging=lake.staging_directory(release_id),
         input_schema=input_schema,
         fingerprint=fingerprint,
         validation=input_validation,
@@ -293,11 +303,12 @@ def _run_on_engine(
     input_schema = prepared.input_schema
     object_type = input_schema.field("object_id").type
     source_type = input_schema.field("source_id").type
-    staged_input = prepared.staged_input
+    staging = prepared.staging
 
-    claims = engine.read_parquet([staged_input], input_schema)
     bounded_rows = None
     if privacy.max_objects_per_source is not None:
+        with timer.stage("stage input"):
+            claims = engine.read_parquet([_stage_single_file(prepared.claims, staging / "input")], input_schema)
         with timer.stage("bound contributions"):
             claims = engine.map_groups(
                 claims, "source_id", bound_block, input_schema,
@@ -305,11 +316,18 @@ def _run_on_engine(
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
+    else:
+        with timer.stage("stage input"):
+            object_files = write_group_files(prepared.claims, "object_id", staging / "input", engine.parallelism)
+            claims = engine.read_groups(object_files, "object_id", input_schema)
     with timer.stage("prepare objects"):
-        claims = engine.persist(
-            engine.map_groups(claims, "object_id", prepare_block, prepared_schema(input_schema), side=floor,
-                              keeps_groups=True)
+        prepared_claims = engine.map_groups(
+            claims, "object_id", prepare_block, prepared_schema(input_schema), side=floor, keeps_groups=True
         )
+        prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", prepared_schema(input_schema))
+        if bounded_rows is not None:
+            engine.unpersist(claims)
+        claims = engine.read_groups(prepared_files, "object_id", prepared_schema(input_schema))
 
     quality, iterations, converged = SourceQuality.uniform(), 0, True
     if weights_config.method in ("combined", "global"):
@@ -352,13 +370,13 @@ def _run_on_engine(
     output_schema = synthetic_claims_schema(object_type)
     outcome_schema = synthesis_outcome_schema(object_type)
     with timer.stage("synthesize"):
-        outcome = engine.persist(engine.map_groups(claims, "object_id", synthesis_block, outcome_schema, side=side))
+        outcome = engine.map_groups(claims, "object_id", synthesis_block, outcome_schema, side=side, keeps_groups=True)
+        outcome_files = engine.write_groups(outcome, "object_id", staging / "outcome", outcome_schema)
+        outcome = engine.read_groups(outcome_files, "object_id", outcome_schema)
         summary = engine.collect(engine.map_batches(outcome, summary_rows, outcome_schema))
     with timer.stage("write staging"):
         released = engine.map_batches(outcome, released_rows, output_schema)
-        files = engine.write_parquet(released, staged_input.parent.parent / "data", output_schema)
-    engine.unpersist(outcome)
-    engine.unpersist(claims)
+        files = engine.write_parquet(released, staging / "data", output_schema)
 
     with timer.stage("validate output"):
         released_frame = (

@@ -36,6 +36,12 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
   One plain Parquet file per non-empty partition (``part-NNNNN.parquet``, written under a
   temporary name and renamed); ``directory`` must be reachable by the workers, and a
   directory should receive one ``write_parquet`` only.
+* ``write_groups(c, key, directory, schema)`` writes the rows like ``write_parquet`` but so
+  that every file holds whole groups of ``key``, sorted by ``key``; ``read_groups(paths, key,
+  schema)`` reads such files back as a collection clustered on ``key``, one partition per
+  file, read by the workers themselves where the engine can (Spark: each Python worker opens
+  its file, no JVM scan or Arrow hand-over). Together they stage data that several later jobs
+  map over by ``key`` (the iterations of an algorithm) without a shuffle or an engine cache.
 * ``persist`` may compute the collection at once (Beam materializes to the engine's temp
   folder); ``unpersist`` drops the cached copy, after which the collection is recomputed.
 * ``side`` is any picklable value; engines ship it once per worker (Spark broadcast, Beam
@@ -67,6 +73,8 @@ class EngineError(RuntimeError):
 
 class Engine(ABC):
     name: ClassVar[str]
+    parallelism: int
+    """Partitions of a key shuffle (and files of ``write_groups``): the engine's unit of parallel work."""
 
     @abstractmethod
     def read_parquet(self, paths: Sequence[Path], schema: pa.Schema) -> Collection:
@@ -113,6 +121,14 @@ class Engine(ABC):
 
     @abstractmethod
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]: ...
+
+    @abstractmethod
+    def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
+        """Parquet files in ``directory``, each holding whole groups of ``key`` sorted by ``key``."""
+
+    @abstractmethod
+    def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> Collection:
+        """The rows of files written by ``write_groups``, clustered on ``key``, a partition per file."""
 
     def warm_up(self, modules: Sequence[str]) -> None:  # noqa: B027 - optional hook
         """Pay start-up costs ahead of the first real job (worker processes, their imports of

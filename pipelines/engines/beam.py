@@ -384,6 +384,24 @@ class BeamEngine(Engine):
         target.mkdir(parents=True, exist_ok=True)
         return sorted(Path(path) for path in self._run(source, self._shard_writer(target, schema, None)))
 
+    def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
+        source = self._own(collection)
+        arrow.check_key(source.schema, key)
+        arrow.check_schema(schema)
+        target = Path(directory).resolve()
+        target.mkdir(parents=True, exist_ok=True)
+        return sorted(Path(path) for path in self._run(source, self._shard_writer(target, schema, key)))
+
+    def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> BeamCollection:
+        arrow.check_schema(schema)
+        arrow.check_key(schema, key)
+        return BeamCollection(
+            schema=schema.remove_metadata(),
+            engine_id=id(self),
+            source_files=[str(Path(path).resolve()) for path in paths],
+            whole_groups_key=key,
+        )
+
     def _shard_writer(
         self, folder: Path, schema: pa.Schema, sort_key: str | None
     ) -> Callable[[beam.PCollection, str], beam.PCollection]:

@@ -162,6 +162,17 @@ class LocalEngine(Engine):
         ]
         return sorted(path for path in written if path is not None)
 
+    def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
+        return self.write_parquet(self.cluster_by_key(collection, key), directory, schema)
+
+    def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> LocalCollection:
+        arrow.check_schema(schema)
+        arrow.check_key(schema, key)
+        partitions = [
+            self._concat(list(arrow.read_parquet_batches(path, schema)), schema) for path in paths
+        ]
+        return self._collection(schema, partitions or [arrow.empty_table(schema)], key)
+
     @staticmethod
     def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
         non_empty = [table for table in tables if table.num_rows]

@@ -379,6 +379,19 @@ def write_parquet_file(
             temporary_path.unlink()
 
 
+def write_group_files(table: pa.Table, key: str, directory: Path | str, parts: int) -> list[Path]:
+    """A driver-held ``table`` staged for ``Engine.read_groups``: hash-partitioned on ``key``
+    into at most ``parts`` files (``part-NNNNN.parquet``), each holding whole groups sorted by
+    ``key`` — what ``write_groups`` would write, without shipping the rows through an engine
+    shuffle when the driver has them anyway."""
+    check_key(table.schema, key)
+    written = [
+        write_parquet_file([piece], directory, part_file_name(index), table.schema)
+        for index, piece in enumerate(partition_by_key(table, key, parts))
+    ]
+    return [path for path in written if path is not None]
+
+
 def read_parquet_batches(
     path: Path | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
 ) -> Iterator[pa.Table]:

@@ -36,6 +36,9 @@ from pipelines.engines import parquet_writer as arrow
 from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
+DRIVER_MERGE_MAX_FILES = 64
+"""``sum_by_key`` over at most this many ``read_groups`` files merges per-file partial sums on
+the driver instead of running Spark's aggregation (see ``_sum_by_key_on_workers``)."""
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -184,15 +187,37 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
     return settings
 
 
+def _compose(stages: tuple[Any, ...]) -> Any:
+    """One ``mapInArrow`` function running ``stages`` (batch iterator -> batch iterator) in turn."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for stage in stages:
+            batches = stage(batches)
+        return batches
+
+    return run
+
+
 @dataclass(eq=False)
 class SparkCollection(Collection):
     """A DataFrame whose columns are ``schema``; ``clustered_key`` is set when its partitions
-    hold whole groups of that key, sorted by it (the result of ``cluster_by_key``)."""
+    hold whole groups of that key, sorted by it (the result of ``cluster_by_key``).
+    ``group_files`` is set for ``read_groups``: one partition per file, which the Python
+    workers read themselves when a ``map_batches``/``map_groups`` runs on the collection.
+
+    A collection made by ``map_batches``/``map_groups`` without a shuffle keeps its ``origin``
+    and the Python ``stages`` applied to it, so that the next map or ``write_parquet`` runs
+    all stages in one Python worker pass over the origin's rows instead of handing every
+    intermediate batch back to the JVM and out again (Spark does not fuse ``mapInArrow``s).
+    ``frame`` is the same computation as a DataFrame, for the JVM primitives."""
 
     schema: pa.Schema
     frame: Any
     clustered_key: str | None = None
     engine_id: int = field(default=0, repr=False)
+    group_files: tuple[str, ...] | None = None
+    origin: SparkCollection | None = field(default=None, repr=False)
+    stages: tuple[Any, ...] = field(default=(), repr=False)
 
 
 class SparkEngine(Engine):
@@ -290,10 +315,40 @@ class SparkEngine(Engine):
             self.session.stop()
             self._owns_session = False
 
-    def _collection(self, schema: pa.Schema, frame: Any, clustered_key: str | None = None) -> SparkCollection:
+    def _collection(
+        self, schema: pa.Schema, frame: Any, clustered_key: str | None = None, group_files: tuple[str, ...] | None = None
+    ) -> SparkCollection:
         return SparkCollection(
-            schema=schema.remove_metadata(), frame=frame, clustered_key=clustered_key, engine_id=id(self)
+            schema=schema.remove_metadata(),
+            frame=frame,
+            clustered_key=clustered_key,
+            engine_id=id(self),
+            group_files=group_files,
         )
+
+    def _mapped(self, source: SparkCollection, run: Any, schema: pa.Schema, clustered_key: str | None) -> SparkCollection:
+        """``source`` followed by the Python stage ``run``, fused with ``source``'s own stages."""
+        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        stages = (*stages, run)
+        mapped = self._collection(schema, self._python_map(origin, _compose(stages), spark_schema(schema)), clustered_key)
+        mapped.origin, mapped.stages = origin, stages
+        return mapped
+
+    def _python_map(self, source: SparkCollection, run: Any, structure: Any) -> Any:
+        """``mapInArrow(run)`` over ``source``'s rows. For a ``read_groups`` collection the
+        rows never pass through the JVM: one task per file, whose Python worker reads the file
+        and feeds its batches to ``run``."""
+        if source.group_files is None:
+            return source.frame.mapInArrow(run, structure)
+        files = source.group_files
+        schema = source.schema
+
+        def run_files(indices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in indices:
+                for index in batch.column(0).to_pylist():
+                    yield from run(arrow.read_parquet_batches(files[index], schema))
+
+        return self.session.range(0, len(files), 1, len(files)).mapInArrow(run_files, structure)
 
     def _own(self, collection: Collection) -> SparkCollection:
         if not isinstance(collection, SparkCollection) or collection.engine_id != id(self):
@@ -323,7 +378,6 @@ class SparkEngine(Engine):
         self, collection: Collection, fn: BatchFunction, schema: pa.Schema, side: Any = None
     ) -> SparkCollection:
         source = self._own(collection)
-        structure = spark_schema(schema)
         input_schema = source.schema
         rows_per_call = self.rows_per_call
         side_handle = self._broadcast(side)
@@ -334,7 +388,7 @@ class SparkEngine(Engine):
             for chunk in arrow.row_chunks(conformed, rows_per_call):
                 yield from arrow.apply_batch_function(fn, chunk, side_value, schema).to_batches()
 
-        return self._collection(schema, source.frame.mapInArrow(run_batches, structure))
+        return self._mapped(source, run_batches, schema, None)
 
     def map_groups(
         self,
@@ -347,8 +401,8 @@ class SparkEngine(Engine):
     ) -> SparkCollection:
         source = self._own(collection)
         arrow.check_key(source.schema, key)
-        structure = spark_schema(schema)
-        clustered = source.frame if source.clustered_key == key else self._clustered_frame(source.frame, key)
+        if source.clustered_key != key:
+            source = self._collection(source.schema, self._clustered_frame(source.frame, key), key)
         input_schema = source.schema
         rows_per_call = self.rows_per_call
         side_handle = self._broadcast(side)
@@ -359,7 +413,7 @@ class SparkEngine(Engine):
             for chunk in arrow.whole_group_chunks(conformed, key, rows_per_call):
                 yield from arrow.apply_batch_function(fn, chunk, side_value, schema).to_batches()
 
-        return self._collection(schema, clustered.mapInArrow(run_groups, structure), key if keeps_groups else None)
+        return self._mapped(source, run_groups, schema, key if keeps_groups else None)
 
     def _clustered_frame(self, frame: Any, key: str) -> Any:
         return frame.repartition(self.parallelism, key).sortWithinPartitions(key)
@@ -381,6 +435,9 @@ class SparkEngine(Engine):
         source = self._own(collection)
         arrow.check_key(source.schema, key)
         arrow.check_integer_columns(source.schema, columns)
+        origin = source.origin if source.origin is not None else source
+        if origin.group_files is not None and len(origin.group_files) <= DRIVER_MERGE_MAX_FILES:
+            return self._sum_by_key_on_workers(source, key, columns)
         halves = []
         aliases = []
         for index, column in enumerate(columns):
@@ -400,6 +457,30 @@ class SparkEngine(Engine):
         partials = summed.rename_columns([key, *arrow.half_sum_names(columns)])
         return arrow.finish_sums(partials, key, columns, source.schema.field(key).type)
 
+    def _sum_by_key_on_workers(self, source: SparkCollection, key: str, columns: Sequence[str]) -> pd.DataFrame:
+        """``sum_by_key`` over a few staged files: each task sums its file's rows by key in
+        Python, fused with the collection's stages, and the driver merges the partial sums —
+        one job and no shuffle stage (the result comes to the driver anyway, and there are
+        at most ``DRIVER_MERGE_MAX_FILES`` partials per key)."""
+        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        input_schema = source.schema
+        empty = arrow.empty_partial_sums(input_schema, key, columns)
+        transport = [key, *[f"half_{index}" for index in range(len(empty.schema.names) - 1)]]
+
+        def partial_sums(batches: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+            merged = empty
+            for batch in batches:
+                if batch.num_rows:
+                    partial = arrow.partial_sums(arrow.conform_table(batch, input_schema), key, columns)
+                    merged = arrow.merge_partial_sums([merged, partial], key, columns)
+            yield from merged.rename_columns(transport).to_batches()
+
+        structure = spark_schema(empty.rename_columns(transport).schema)
+        partials = self._python_map(origin, _compose((*stages, partial_sums)), structure).toArrow()
+        partials = partials.rename_columns(empty.schema.names).cast(empty.schema)
+        merged = arrow.merge_partial_sums([empty, partials], key, columns)
+        return arrow.finish_sums(merged, key, columns, input_schema.field(key).type)
+
     def persist(self, collection: Collection) -> SparkCollection:
         from pyspark import StorageLevel
 
@@ -407,6 +488,7 @@ class SparkEngine(Engine):
         if not source.frame.is_cached:
             source.frame.persist(StorageLevel.MEMORY_AND_DISK)
             self._cached_frames.append(source.frame)
+        source.origin, source.stages = None, ()
         return source
 
     def unpersist(self, collection: Collection) -> None:
@@ -418,6 +500,27 @@ class SparkEngine(Engine):
     def collect(self, collection: Collection) -> pd.DataFrame:
         source = self._own(collection)
         return arrow.table_to_frame(arrow.conform_table(source.frame.toArrow(), source.schema))
+
+    def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
+        source = self._own(collection)
+        arrow.check_key(source.schema, key)
+        if source.clustered_key != key:
+            source = self._collection(source.schema, self._clustered_frame(source.frame, key), key)
+        return self.write_parquet(source, directory, schema)
+
+    def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> SparkCollection:
+        arrow.check_schema(schema)
+        arrow.check_key(schema, key)
+        files = tuple(str(Path(path).resolve()) for path in paths)
+        if not files:
+            return self._collection(schema, self.session.createDataFrame([], spark_schema(schema)), key)
+
+        def identity(batches: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+            for table in batches:
+                yield from table.to_batches()
+
+        placeholder = self._collection(schema, None, key, files)
+        return self._collection(schema, self._python_map(placeholder, identity, spark_schema(schema)), key, files)
 
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]:
         from pyspark import TaskContext
@@ -440,5 +543,6 @@ class SparkEngine(Engine):
             if path is not None:
                 yield pa.RecordBatch.from_pydict({"path": [str(path)]})
 
-        written = source.frame.mapInArrow(write_partition, "path string").toArrow()
+        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        written = self._python_map(origin, _compose((*stages, write_partition)), "path string").toArrow()
         return sorted(Path(path) for path in written.column("path").to_pylist())

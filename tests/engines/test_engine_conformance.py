@@ -129,6 +129,11 @@ def scale_values(frame: pd.DataFrame, side: dict[str, float]) -> pd.DataFrame:
     )
 
 
+def scale_values_again(frame: pd.DataFrame, side: dict[str, float]) -> pd.DataFrame:
+    """A map_batches function on ``SCALED_SCHEMA`` rows: ``value_scaled * scale``."""
+    return frame.assign(value_scaled=frame["value_scaled"] * side["scale"])
+
+
 def _group_statistics(frame: pd.DataFrame, key: str, offset: float) -> pd.DataFrame:
     grouped = frame.groupby(key, sort=True)
     result = pd.DataFrame(
@@ -229,6 +234,16 @@ def primitive_results(engine: Engine, frame: pd.DataFrame, workdir: Path) -> dic
         ["object_id", "source_id", "value_scaled"],
     )
     engine.unpersist(clustered)
+    group_files = engine.write_groups(
+        engine.map_batches(claims, scale_values, SCALED_SCHEMA, side=SCALE_SIDE), "source_id", workdir / "groups",
+        SCALED_SCHEMA,
+    )
+    staged = engine.read_groups(group_files, "source_id", SCALED_SCHEMA)
+    results["read_groups:sum_by_key"] = engine.sum_by_key(staged, "source_id", ["count"])
+    results["read_groups:map_batches"] = _normalized(
+        engine.collect(engine.map_batches(staged, scale_values_again, SCALED_SCHEMA, side=SCALE_SIDE)),
+        ["object_id", "source_id", "value_scaled"],
+    )
     return results
 
 
@@ -293,6 +308,19 @@ def expected_primitive_results(frame: pd.DataFrame) -> dict[str, Any]:
         )
     expected["clustered:map_groups"] = expected["map_groups:object_id"]
     expected["write_parquet"] = expected["map_batches"]
+    count_per_source = {
+        source: sum(int(count) for count in group["count"]) for source, group in frame.groupby("source_id", sort=True)
+    }
+    expected["read_groups:sum_by_key"] = pd.DataFrame(
+        {
+            "source_id": np.array(list(count_per_source), dtype=np.int64),
+            "count": np.array(list(count_per_source.values()), dtype=np.int64),
+        }
+    )
+    expected["read_groups:map_batches"] = _normalized(
+        scaled.assign(value_scaled=[value * SCALE_SIDE["scale"] for value in scaled["value_scaled"]]),
+        ["object_id", "source_id", "value_scaled"],
+    )
     return expected
 
 
@@ -410,6 +438,42 @@ def test_map_groups_on_a_clustered_collection_needs_no_new_shuffle(
         _normalized(engine.collect(second), ["object_id"]), expected, check_exact=True
     )
     engine.unpersist(clustered)
+
+
+def test_write_groups_files_hold_whole_sorted_groups_and_read_groups_maps_them_without_a_shuffle(
+    engine: Engine, claims: pd.DataFrame, tmp_path: Path
+) -> None:
+    collection = engine.from_pandas(claims, CLAIMS_SCHEMA)
+    files = engine.write_groups(collection, "object_id", tmp_path / "groups", CLAIMS_SCHEMA)
+    assert len(files) >= 2 and sorted(path.name for path in (tmp_path / "groups").iterdir()) == [f.name for f in files]
+    keys_per_file = []
+    for path in files:
+        table = pq.read_table(path)
+        assert table.schema == CLAIMS_SCHEMA and table.num_rows > 0
+        keys = table.column("object_id").to_pylist()
+        assert [key.encode() for key in keys] == sorted(key.encode() for key in keys), path
+        keys_per_file.append(set(keys))
+    assert sum(len(keys) for keys in keys_per_file) == len(set().union(*keys_per_file)), "a group spans files"
+    assert set().union(*keys_per_file) == set(claims["object_id"])
+
+    staged = engine.read_groups(files, "object_id", CLAIMS_SCHEMA)
+    assert engine.count(staged) == NUMBER_OF_ROWS
+    calls = engine.map_groups(staged, "object_id", record_calls_by_object_id, calls_schema("object_id"))
+    statistics = engine.map_groups(
+        staged, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
+    )
+    if engine.name == "spark":
+        for mapped in (calls, statistics):
+            plan = mapped.frame._jdf.queryExecution().executedPlan().toString()
+            assert "Exchange" not in plan and "FileScan" not in plan and "Range" in plan, plan
+    summary = summarize_calls(engine.collect(calls), "object_id")
+    assert (summary["calls"] == 1).all() and summary["sorted"].all() and summary["rows"].sum() == NUMBER_OF_ROWS
+    expected = expected_primitive_results(claims)["map_groups:object_id"]
+    pd.testing.assert_frame_equal(_normalized(engine.collect(statistics), ["object_id"]), expected, check_exact=True)
+    rewritten = engine.write_parquet(statistics, tmp_path / "rewritten", statistic_schema("object_id"))
+    read_back = pa.concat_tables([pq.read_table(path) for path in rewritten]).to_pandas()
+    pd.testing.assert_frame_equal(_normalized(read_back, ["object_id"]), expected, check_exact=True)
+    assert engine.count(engine.read_groups([], "object_id", CLAIMS_SCHEMA)) == 0
 
 
 def test_persist_and_unpersist_keep_the_rows(engine: Engine, claims: pd.DataFrame) -> None:
