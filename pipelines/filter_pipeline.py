@@ -16,8 +16,9 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
    keyed draws); without caps the guarantee comes from the trained filters and is reserved now,
    still before the records to release are read; then read those records (one line naming file,
    row and column for a bad value, an unknown choice, a choice with no records) and stage them.
-3. Privatize on the engine: ``map_batches`` over the staged records, the VAE and the filters in
-   the side value; the workers write the release's Parquet.
+3. Privatize on the engine: ``map_batches`` over the staged records (files of contiguous
+   records, read by the workers themselves: ``read_groups`` on ``record``), the VAE and the
+   filters in the side value; the workers write the release's Parquet in the same pass.
 4. Validate (GX), evaluate on a keyed sample (retrained adversaries, raw vs privatized vs the
    Gaussian baseline at equal distortion), publish data and manifest in one Iceberg commit.
 """
@@ -70,6 +71,7 @@ from pipelines.release_run import (
 )
 from pipelines.tabular_input import file_fingerprint
 from pipelines.validation import validate_filter_output
+from schemas.expectations import FILTER_RECORD_COLUMN
 from schemas.filter_config import FilterConfig
 from schemas.filter_schema import FeatureSpec
 from transforms.filter.features import feature_fingerprint, feature_layout, feature_spec_sha256
@@ -380,7 +382,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
     with timer.stage("privatize"):
-        records = engine.read_parquet(prepared.staged, staged_schema(spec))
+        records = engine.read_groups(prepared.staged, FILTER_RECORD_COLUMN, staged_schema(spec))
         released = engine.map_batches(records, privatized_rows, out_schema, side=side)
         files = engine.write_parquet(released, lake.staging_root / release_id / "data", out_schema)
     with timer.stage("validate output"):

@@ -466,6 +466,9 @@ def test_write_groups_files_hold_whole_sorted_groups_and_read_groups_maps_them_w
         for mapped in (calls, statistics):
             plan = mapped.frame._jdf.queryExecution().executedPlan().toString()
             assert "Exchange" not in plan and "FileScan" not in plan and "Range" in plan, plan
+        chained = engine.map_batches(statistics, lambda frame, side: frame, statistic_schema("object_id"))
+        plan = chained.frame._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("MapInArrow") == 1, f"consecutive Python stages must run as one pass: {plan}"
     summary = summarize_calls(engine.collect(calls), "object_id")
     assert (summary["calls"] == 1).all() and summary["sorted"].all() and summary["rows"].sum() == NUMBER_OF_ROWS
     expected = expected_primitive_results(claims)["map_groups:object_id"]
@@ -530,11 +533,20 @@ def test_empty_results_keep_the_declared_columns(
     assert list(sums.columns) == ["object_id", "big"] and len(sums) == 0
 
 
-def test_sum_by_key_refuses_a_total_beyond_int64(engine: Engine) -> None:
-    frame = pd.DataFrame({"object_id": ["a", "a", "b"], "big": [2**62, 2**62, 1]})
+def test_sum_by_key_refuses_a_total_beyond_int64(engine: Engine, tmp_path: Path) -> None:
+    frame = pd.DataFrame({"object_id": ["a", "b", "a", "c"], "big": [2**62, 1, 2**62, 5]})
     schema = pa.schema([("object_id", pa.string()), ("big", pa.int64())])
     with pytest.raises(EngineError, match="exceeds the int64 range"):
         engine.sum_by_key(engine.from_pandas(frame, schema), "object_id", ["big"])
+    halves = [frame.iloc[[0, 2]], frame.iloc[[1, 3]]]
+    files = [arrow_file(half, schema, tmp_path / f"part-{index}.parquet") for index, half in enumerate(halves)]
+    with pytest.raises(EngineError, match="exceeds the int64 range"):
+        engine.sum_by_key(engine.read_groups(files, "object_id", schema), "object_id", ["big"])
+
+
+def arrow_file(frame: pd.DataFrame, schema: pa.Schema, path: Path) -> Path:
+    pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
+    return path
 
 
 def test_make_engine_refuses_what_it_cannot_run_in_one_sentence() -> None:
