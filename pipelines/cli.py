@@ -122,7 +122,8 @@ def _command_run(args: argparse.Namespace) -> int:
 def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
     """Several configs, in order, on one engine started once (one Spark session): what a
     scheduler's batch of releases needs, without paying the engine's start-up per release.
-    Each release succeeds or fails on its own; the exit status is that of the first failure."""
+    Every config is loaded and checked first (a bad one stops the batch before anything runs);
+    then each release succeeds or fails on its own, and the exit status is the first failure's."""
     from pipelines.release_run import engine_request, start_engine
 
     if args.release_id is not None:
@@ -145,6 +146,12 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
             except PrivlakeError as error:
                 print(f"privlake: {path}: {error}", file=sys.stderr)
                 first_failure = first_failure or error.exit_code
+                continue
+            except Exception as error:  # noqa: BLE001 - one release's surprise must not stop the batch
+                if os.environ.get("PRIVLAKE_DEBUG"):
+                    traceback.print_exc()
+                print(f"privlake: {path}: internal error: {_first_line(error)}", file=sys.stderr)
+                first_failure = first_failure or 1
                 continue
             print(_summary_line(outcome))
             print(outcome.release_id, flush=True)
@@ -389,9 +396,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the one place that turns surprises into one line
         if os.environ.get("PRIVLAKE_DEBUG"):
             traceback.print_exc()
-        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(f"privlake: internal error: {type(error).__name__}: {message}", file=sys.stderr)
+        print(f"privlake: internal error: {_first_line(error)}", file=sys.stderr)
         return 1
+
+
+def _first_line(error: Exception) -> str:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {message}"
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,7 +320,8 @@ def staged_file_count(rows: int, parallelism: int) -> int:
 
 @dataclass(frozen=True)
 class PreparedInput:
-    staged: list[Path]
+    table: pa.Table
+    staging_folder: Path
     records: FilterRecords
     choices: np.ndarray
     private: np.ndarray
@@ -348,24 +348,29 @@ def _prepare(config: FilterConfig, spec: FeatureSpec, lake: Lake, release_id: st
         members = choices == code
         private[members] = records.labels[choice.private][members]
         utility[members] = records.labels[choice.utility][members]
-    with timer.stage("stage input"):
-        folder = lake.staging_directory(release_id) / "input"
-        folder.mkdir(parents=True, exist_ok=True)
-        columns: dict[str, Any] = {
-            "record": np.arange(rows, dtype=np.int64),
-            "choice": choices.astype(np.int32),
-            "private": private,
-            "utility": utility,
-        }
-        columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
-        table = pa.table(columns, schema=staged_schema(spec))
-        staged = []
-        bounds = np.linspace(0, rows, staged_file_count(rows, config.engine.parallelism or os.cpu_count() or 2) + 1).astype(np.int64)
-        for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-            path = folder / f"records-{number:05d}.parquet"
-            pq.write_table(table.slice(int(start), int(stop - start)), path, row_group_size=1 << 16)
-            staged.append(path)
-    return PreparedInput(staged, records, choices, private, utility, fingerprint)
+    columns: dict[str, Any] = {
+        "record": np.arange(rows, dtype=np.int64),
+        "choice": choices.astype(np.int32),
+        "private": private,
+        "utility": utility,
+    }
+    columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
+    table = pa.table(columns, schema=staged_schema(spec))
+    return PreparedInput(table, lake.staging_directory(release_id) / "input", records, choices, private, utility,
+                         fingerprint)
+
+
+def stage_records(table: pa.Table, folder: Path, parallelism: int) -> list[Path]:
+    """The compact records as files of contiguous records (whole groups of ``record``, sorted),
+    at least one per unit of the started engine's parallelism (one worker task per file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = []
+    bounds = np.linspace(0, table.num_rows, staged_file_count(table.num_rows, parallelism) + 1).astype(np.int64)
+    for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        path = folder / f"records-{number:05d}.parquet"
+        pq.write_table(table.slice(int(start), int(stop - start)), path, row_group_size=1 << 16)
+        staged.append(path)
+    return staged
 
 
 def _withheld(config: FilterConfig) -> dict[str, list[str]]:
@@ -381,8 +386,10 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
                    training_log_variance: np.ndarray) -> ReleaseOutcome:
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
+    with timer.stage("stage input"):
+        staged = stage_records(prepared.table, prepared.staging_folder, engine.parallelism)
     with timer.stage("privatize"):
-        records = engine.read_groups(prepared.staged, FILTER_RECORD_COLUMN, staged_schema(spec))
+        records = engine.read_groups(staged, FILTER_RECORD_COLUMN, staged_schema(spec))
         released = engine.map_batches(records, privatized_rows, out_schema, side=side)
         files = engine.write_parquet(released, lake.staging_root / release_id / "data", out_schema)
     with timer.stage("validate output"):

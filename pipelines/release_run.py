@@ -138,10 +138,14 @@ def engine_in_background(
 ) -> Iterator[Callable[[], Engine]]:
     """Start the engine (a JVM for Spark) in a background thread while the caller reads and
     validates the input; yields a function that waits for it. An engine passed in is used as
-    is and left open; one started here is closed on exit."""
+    is and left open, with the release's side values and caches dropped on exit (it may serve
+    more releases); one started here is closed on exit."""
     if engine is not None:
         given = engine
-        yield lambda: given
+        try:
+            yield lambda: given
+        finally:
+            given.drop_cached()
         return
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="privlake-engine-start")
     pending: Future[Engine] = pool.submit(

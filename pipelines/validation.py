@@ -105,8 +105,20 @@ class ValidationResult:
 @functools.cache
 def gx_batch_definition() -> Any:
     """A whole-dataframe batch definition in an ephemeral GX context, built once per process
-    (analytics and progress bars off, in-memory stores)."""
+    (analytics and progress bars off, in-memory stores).
+
+    GX labels every in-memory pandas batch below ``HASH_THRESHOLD`` bytes (1 GB) with an MD5 of
+    a whole-frame row hash, computed each time a batch is fetched: twice per suite, so six full
+    passes over a release's input, about 40% of the gate's time at 10^6 claims and more with
+    text ids. The label is only batch metadata; privlake fingerprints its inputs itself (SHA-256
+    of the file, in the manifest), so the threshold is set to 0 and the label is skipped. The
+    checks and their results do not change.
+    """
     import great_expectations as gx
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    if hasattr(pandas_execution_engine, "HASH_THRESHOLD"):
+        pandas_execution_engine.HASH_THRESHOLD = 0
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,

@@ -40,8 +40,10 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
   that every file holds whole groups of ``key``, sorted by ``key``; ``read_groups(paths, key,
   schema)`` reads such files back as a collection clustered on ``key``, one partition per
   file, read by the workers themselves where the engine can (Spark: each Python worker opens
-  its file, no JVM scan or Arrow hand-over). Together they stage data that several later jobs
+  its file). Together they stage data that several later jobs
   map over by ``key`` (the iterations of an algorithm) without a shuffle or an engine cache.
+  Spark reads the files in its Python workers for maps, ``write_parquet`` and ``sum_by_key``
+  over a few files; its other primitives still scan them through the JVM.
 * ``persist`` may compute the collection at once (Beam materializes to the engine's temp
   folder); ``unpersist`` drops the cached copy, after which the collection is recomputed.
 * ``side`` is any picklable value; engines ship it once per worker (Spark broadcast, Beam
@@ -134,6 +136,10 @@ class Engine(ABC):
         """Pay start-up costs ahead of the first real job (worker processes, their imports of
         ``modules``, the JIT of shuffle and sort), e.g. while the driver validates the input.
         Changes no result; engines without such costs do nothing."""
+
+    def drop_cached(self) -> None:  # noqa: B027 - optional hook
+        """Drop the side values and cached collections of the jobs run so far, when one engine
+        serves several releases; collections made before must not be used again."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources (a SparkSession the engine started, temp folders)."""

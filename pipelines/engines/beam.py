@@ -260,6 +260,11 @@ class BeamEngine(Engine):
         self.temp_dir = Path(tempfile.mkdtemp(prefix="privlake-beam-", dir=temp_dir))
         self._counter = itertools.count()
 
+    def drop_cached(self) -> None:
+        """Delete the materialized collections (persist, cluster_by_key) made so far."""
+        for folder in self.temp_dir.iterdir():
+            shutil.rmtree(folder, ignore_errors=True)
+
     def close(self) -> None:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 

@@ -382,8 +382,8 @@ def write_parquet_file(
 def write_group_files(table: pa.Table, key: str, directory: Path | str, parts: int) -> list[Path]:
     """A driver-held ``table`` staged for ``Engine.read_groups``: hash-partitioned on ``key``
     into at most ``parts`` files (``part-NNNNN.parquet``), each holding whole groups sorted by
-    ``key`` — what ``write_groups`` would write, without shipping the rows through an engine
-    shuffle when the driver has them anyway."""
+    ``key`` (the local and Beam engines' CRC-32 partitioning), as ``write_groups`` writes them,
+    without shipping the rows through an engine shuffle when the driver has them anyway."""
     check_key(table.schema, key)
     written = [
         write_parquet_file([piece], directory, part_file_name(index), table.schema)

@@ -13,6 +13,10 @@ differently), so a batch function sees identical frames on every engine.
 pandas frame per group and is far too slow for 10^5+ groups. ``cluster_by_key`` does the
 repartition and sort once and caches the result; ``map_groups`` on a collection clustered on
 the same key maps its cached partitions directly, without a new shuffle.
+
+``read_groups`` files are read by the Python workers themselves (a ``range`` of file indices,
+one partition per file), and maps without a shuffle between them are fused into one
+``mapInArrow`` with the ``write_parquet`` after them (see ``SparkCollection``).
 """
 
 from __future__ import annotations
@@ -209,7 +213,10 @@ class SparkCollection(Collection):
     and the Python ``stages`` applied to it, so that the next map or ``write_parquet`` runs
     all stages in one Python worker pass over the origin's rows instead of handing every
     intermediate batch back to the JVM and out again (Spark does not fuse ``mapInArrow``s).
-    ``frame`` is the same computation as a DataFrame, for the JVM primitives."""
+    ``frame`` is the same computation as a DataFrame, for the JVM primitives. A collection
+    mapped from another before that one was persisted recomputes the other's stages rather than
+    reading its cache (persist before mapping to reuse it). ``persist`` on a ``read_groups``
+    collection caches its rows, after which they are read from the cache, not the files."""
 
     schema: pa.Schema
     frame: Any
@@ -298,7 +305,8 @@ class SparkEngine(Engine):
         warm = warm.repartition(self.parallelism, "id").sortWithinPartitions("id")
         warm.mapInArrow(import_modules, "id long").count()
 
-    def close(self) -> None:
+    def drop_cached(self) -> None:
+        """Destroy the broadcast side values and unpersist the cached frames made so far."""
         for handle in self._broadcasts:
             try:
                 handle.destroy()
@@ -311,6 +319,9 @@ class SparkEngine(Engine):
             except Exception:  # the context may already be gone
                 pass
         self._cached_frames.clear()
+
+    def close(self) -> None:
+        self.drop_cached()
         if self._owns_session:
             self.session.stop()
             self._owns_session = False
@@ -488,7 +499,7 @@ class SparkEngine(Engine):
         if not source.frame.is_cached:
             source.frame.persist(StorageLevel.MEMORY_AND_DISK)
             self._cached_frames.append(source.frame)
-        source.origin, source.stages = None, ()
+        source.origin, source.stages, source.group_files = None, (), None
         return source
 
     def unpersist(self, collection: Collection) -> None:

@@ -69,3 +69,25 @@ def test_configs_asking_for_different_engines_are_refused_before_any_release(
     assert_one_line_failure(code, err, str(beam_config), "beam", "local", "one engine")
     assert out == ""
     assert not lake.exists()
+
+
+def test_an_unexpected_error_in_one_release_does_not_stop_the_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipelines.crowd_pipeline as crowd_pipeline
+
+    (first, failing, third), lake = _configs(tmp_path, ["first", "failing", "third"])
+    real_run = crowd_pipeline.run_crowd_release
+
+    def failing_run(config, **keywords):
+        if config.dataset == "failing":
+            raise RuntimeError("worker lost\nsecond line")
+        return real_run(config, **keywords)
+
+    monkeypatch.setattr(crowd_pipeline, "run_crowd_release", failing_run)
+    code, out, err = run_cli(capsys, "run", str(first), str(failing), str(third))
+    assert code == 1
+    assert_one_line_failure(code, err, str(failing), "internal error", "RuntimeError: worker lost")
+    assert len(out.strip().splitlines()) == 4
+    code, out, _ = run_cli(capsys, "releases", "--lake", str(lake), "--json")
+    assert sorted(release["dataset"] for release in json.loads(out)) == ["first", "third"]

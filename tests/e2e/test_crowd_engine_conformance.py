@@ -104,3 +104,17 @@ def test_source_level_unit_with_contribution_bound_agrees_on_every_engine(
     per_source = claims.groupby("source_id").size()
     assert kept == int(np.minimum(per_source, 5).sum())
     assert results["local"]["figures"]["epsilon"] > 4.0
+
+
+@pytest.mark.spark
+def test_an_engine_serving_several_releases_drops_each_releases_side_values(
+    releases: dict, claims_file: Path, tmp_path: Path, spark_session
+) -> None:
+    """One engine for a batch of releases (``privlake run A.yaml B.yaml``): after each release
+    its broadcasts (which hold the release's secret) and caches are gone, and the engine still
+    gives the identical release."""
+    with engine_for("spark", spark_session) as engine:
+        release_on_engine(engine, conformance_config(claims_file, tmp_path / "first"), "batch-1")
+        assert engine._broadcasts == [] and engine._cached_frames == []
+        again = release_on_engine(engine, conformance_config(claims_file, tmp_path / "second"), "conformance-1")
+    assert_same_release(releases["local"], again)

@@ -52,6 +52,16 @@ def test_good_input_passes() -> None:
     json.dumps(result.to_json(), allow_nan=False)
 
 
+def test_gx_does_not_fingerprint_the_frames_it_validates() -> None:
+    """The gate skips GX's whole-frame MD5 batch label (see ``gx_batch_definition``); if GX
+    renames the threshold this fails instead of silently hashing every input six times."""
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    assert pandas_execution_engine.HASH_THRESHOLD == 0
+    batch = gx_batch_definition().get_batch(batch_parameters={"dataframe": good_input()})
+    assert "pandas_data_fingerprint" not in batch.batch_markers
+
+
 def test_issue_line_format() -> None:
     issue = ValidationIssue(file="answer.csv", row=17, column="worker", message="source id is null")
     assert issue.line() == "answer.csv: row 17, column 'worker': source id is null"
