@@ -30,6 +30,9 @@ from transforms.sample_crowd_data import generate_sample_crowd_data  # noqa: E40
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 SECRETS = [bytes([i]) * 32 for i in (1, 2, 3)]
+REAL_DATA_SECRETS = [bytes([i]) * 32 for i in range(1, 31)]
+"""Secrets of the real-data figures: enough for a paired comparison between weight methods
+(a few objects dominate Population's error, so a handful of secrets is not representative)."""
 METHODS = ("combined", "global", "local", "uniform")
 PRECISION = 0.01
 
@@ -105,15 +108,28 @@ def real_data_report() -> dict:
     for name, (claims, truth, params, floor) in cases.items():
         raw = truth_mean_absolute_error(per_object_truth_estimate(claims, "median"), truth)
         report[name] = {"raw_claims_median": float(raw)}
+        per_secret = {}
         for method in METHODS:
             maes = []
-            for secret in SECRETS:
+            for secret in REAL_DATA_SECRETS:
                 _, result = synthesize_in_memory(
                     claims, params, secret=secret, release_id="utility", method=method,
                     bandwidth_floor=floor, weight_ratio_cap=4.0,
                 )
                 maes.append(truth_mean_absolute_error(per_object_truth_estimate(result.claims, "median"), truth))
+            per_secret[method] = np.array(maes)
             report[name][method] = float(np.mean(maes))
+            report[name][f"{method}_standard_error"] = float(np.std(maes, ddof=1) / np.sqrt(len(maes)))
+        for other in ("uniform", "global"):
+            difference = per_secret["combined"] - per_secret[other]
+            error = float(np.std(difference, ddof=1) / np.sqrt(len(difference)))
+            report[name][f"combined_minus_{other}"] = {
+                "mean": float(np.mean(difference)),
+                "standard_error": error,
+                "t": float(np.mean(difference) / error) if error > 0 else None,
+                "secrets_where_combined_is_better": int(np.sum(difference < 0)),
+                "secrets": len(difference),
+            }
     return report
 
 
@@ -132,12 +148,21 @@ def main() -> None:
         print(f"| Basic, eps = {epsilon:g} | - | {entry['ise']:.4f} | {entry['truth_mae']:.3f} | 1 |")
     print("\nISE of released claims (combined) by m: "
           + ", ".join(f"m = {m}: {value:.4f}" for m, value in generator["m_sweep"].items()))
-    print("\nReal data, truth MAE of the per-object median of released claims (3 secrets):\n")
+    print(f"\nReal data, truth MAE of the per-object median of released claims (mean ± standard error over "
+          f"{len(REAL_DATA_SECRETS)} secrets):\n")
     print("| data | raw claims | combined | global | local | uniform |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, entry in real.items():
         print(f"| {name} | {entry['raw_claims_median']:.4g} | "
-              + " | ".join(f"{entry[m]:.4g}" for m in METHODS) + " |")
+              + " | ".join(f"{entry[m]:.4g} ± {entry[m + '_standard_error']:.2g}" for m in METHODS) + " |")
+    print("\nPaired by secret (combined minus the other; negative = combined better):\n")
+    print("| data | vs | mean difference ± SE | t | secrets where combined is better |")
+    print("|---|---|---:|---:|---:|")
+    for name, entry in real.items():
+        for other in ("uniform", "global"):
+            paired = entry[f"combined_minus_{other}"]
+            print(f"| {name} | {other} | {paired['mean']:+.4g} ± {paired['standard_error']:.2g} | {paired['t']:.1f} | "
+                  f"{paired['secrets_where_combined_is_better']} of {paired['secrets']} |")
     out = ROOT / "benchmarks" / "results" / "crowd_utility.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"generator": generator, "real": real}, indent=2, default=str))
