@@ -415,18 +415,30 @@ def test_map_batches_calls_stay_within_the_row_bound(engine: Engine, claims: pd.
     assert sizes["rows"].max() <= ROWS_PER_CALL and (sizes["rows"] > 0).all()
 
 
+def calls_and_statistics(engine: Engine, collection: Any) -> tuple[Any, Any]:
+    """The two ``map_groups`` by ``object_id`` the clustering tests run: who saw which key, and
+    the per-object statistics."""
+    calls = engine.map_groups(collection, "object_id", record_calls_by_object_id, calls_schema("object_id"))
+    statistics = engine.map_groups(
+        collection, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
+    )
+    return calls, statistics
+
+
+def executed_plan(collection: Any) -> str:
+    """A Spark collection's physical plan as text."""
+    return collection.frame._jdf.queryExecution().executedPlan().toString()
+
+
 def test_map_groups_on_a_clustered_collection_needs_no_new_shuffle(
     engine: Engine, claims: pd.DataFrame
 ) -> None:
     clustered = engine.cluster_by_key(engine.from_pandas(claims, CLAIMS_SCHEMA), "object_id")
     assert engine.cluster_by_key(clustered, "object_id") is clustered
-    first = engine.map_groups(clustered, "object_id", record_calls_by_object_id, calls_schema("object_id"))
-    second = engine.map_groups(
-        clustered, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
-    )
+    first, second = calls_and_statistics(engine, clustered)
     if engine.name == "spark":
         for mapped in (first, second):
-            plan = mapped.frame._jdf.queryExecution().executedPlan().toString()
+            plan = executed_plan(mapped)
             above_cache = plan.split("InMemoryTableScan")[0]
             assert "InMemoryTableScan" in plan and "Exchange" not in above_cache, plan
     if engine.name == "beam":
@@ -458,16 +470,13 @@ def test_write_groups_files_hold_whole_sorted_groups_and_read_groups_maps_them_w
 
     staged = engine.read_groups(files, "object_id", CLAIMS_SCHEMA)
     assert engine.count(staged) == NUMBER_OF_ROWS
-    calls = engine.map_groups(staged, "object_id", record_calls_by_object_id, calls_schema("object_id"))
-    statistics = engine.map_groups(
-        staged, "object_id", group_statistics_by_object_id, statistic_schema("object_id"), OFFSET_SIDE
-    )
+    calls, statistics = calls_and_statistics(engine, staged)
     if engine.name == "spark":
         for mapped in (calls, statistics):
-            plan = mapped.frame._jdf.queryExecution().executedPlan().toString()
+            plan = executed_plan(mapped)
             assert "Exchange" not in plan and "FileScan" not in plan and "Range" in plan, plan
         chained = engine.map_batches(statistics, lambda frame, side: frame, statistic_schema("object_id"))
-        plan = chained.frame._jdf.queryExecution().executedPlan().toString()
+        plan = executed_plan(chained)
         assert plan.count("MapInArrow") == 1, f"consecutive Python stages must run as one pass: {plan}"
     summary = summarize_calls(engine.collect(calls), "object_id")
     assert (summary["calls"] == 1).all() and summary["sorted"].all() and summary["rows"].sum() == NUMBER_OF_ROWS
