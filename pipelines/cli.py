@@ -107,6 +107,21 @@ def _run_release(config: Any, args: argparse.Namespace, engine: Any = None) -> A
         progress.close()
 
 
+def _engine_text(request: tuple[str, dict[str, Any]]) -> str:
+    """E.g. ``the spark engine on local[2]``, ``the local engine with parallelism 4``."""
+    name, options = request
+    parts = [f"the {name} engine"]
+    if options.get("master"):
+        parts.append(f"on {options['master']}")
+    if options.get("parallelism"):
+        parts.append(f"with parallelism {options['parallelism']}")
+    if options.get("spark_conf"):
+        parts.append("with Spark settings " + ", ".join(f"{k}={v}" for k, v in sorted(options["spark_conf"].items())))
+    if options.get("beam_options"):
+        parts.append("with options " + " ".join(options["beam_options"]))
+    return " ".join(parts)
+
+
 def _command_run(args: argparse.Namespace) -> int:
     from pipelines.config_loader import load_config
 
@@ -132,9 +147,8 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
     for path, request in zip(args.config[1:], requests[1:], strict=True):
         if request != requests[0]:
             raise PrivlakeError(
-                f"{path}: asks for engine {request[0]} {request[1]}, but {args.config[0]} for "
-                f"{requests[0][0]} {requests[0][1]}; configs run together share one engine "
-                "(pass --engine/--master, or run them separately)"
+                f"{path}: asks for {_engine_text(request)}, but {args.config[0]} for {_engine_text(requests[0])}; "
+                "configs run together share one engine (pass --engine/--master, or run them separately)"
             )
     modules = sorted({WORKER_MODULES_BY_KIND[config.kind] for config in configs})
     engine = start_engine(*requests[0], modules)
