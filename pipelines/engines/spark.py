@@ -202,6 +202,11 @@ def _compose(stages: tuple[Any, ...]) -> Any:
     return run
 
 
+def _chain(source: SparkCollection) -> tuple[SparkCollection, tuple[Any, ...]]:
+    """The collection whose rows feed ``source``'s fused Python stages, and those stages."""
+    return (source.origin, source.stages) if source.origin is not None else (source, ())
+
+
 @dataclass(eq=False)
 class SparkCollection(Collection):
     """A DataFrame whose columns are ``schema``; ``clustered_key`` is set when its partitions
@@ -339,7 +344,7 @@ class SparkEngine(Engine):
 
     def _mapped(self, source: SparkCollection, run: Any, schema: pa.Schema, clustered_key: str | None) -> SparkCollection:
         """``source`` followed by the Python stage ``run``, fused with ``source``'s own stages."""
-        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        origin, stages = _chain(source)
         stages = (*stages, run)
         mapped = self._collection(schema, self._python_map(origin, _compose(stages), spark_schema(schema)), clustered_key)
         mapped.origin, mapped.stages = origin, stages
@@ -473,7 +478,7 @@ class SparkEngine(Engine):
         Python, fused with the collection's stages, and the driver merges the partial sums —
         one job and no shuffle stage (the result comes to the driver anyway, and there are
         at most ``DRIVER_MERGE_MAX_FILES`` partials per key)."""
-        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        origin, stages = _chain(source)
         input_schema = source.schema
         empty = arrow.empty_partial_sums(input_schema, key, columns)
         transport = [key, *[f"half_{index}" for index in range(len(empty.schema.names) - 1)]]
@@ -554,6 +559,6 @@ class SparkEngine(Engine):
             if path is not None:
                 yield pa.RecordBatch.from_pydict({"path": [str(path)]})
 
-        origin, stages = (source.origin, source.stages) if source.origin is not None else (source, ())
+        origin, stages = _chain(source)
         written = self._python_map(origin, _compose((*stages, write_partition)), "path string").toArrow()
         return sorted(Path(path) for path in written.column("path").to_pylist())
