@@ -39,30 +39,23 @@ class StageProgress:
         self._bar.close()
 
 
-WORKER_MODULES_BY_KIND = {
-    "crowd": "pipelines.crowd_blocks",
-    "tabular": "pipelines.tabular_blocks",
-    "ldp": "pipelines.ldp_blocks",
-    "filter": "pipelines.filter_blocks",
-}
-
-
-def _release_runner(kind: str) -> Any:
+def _release_kind(kind: str) -> tuple[Any, tuple[str, ...]]:
+    """The kind's ``run_*_release`` and the modules its engine workers import (warm-up)."""
     if kind == "ldp":
-        from pipelines.ldp_pipeline import run_ldp_release
+        from pipelines.ldp_pipeline import LDP_WORKER_MODULES, run_ldp_release
 
-        return run_ldp_release
+        return run_ldp_release, LDP_WORKER_MODULES
     if kind == "tabular":
-        from pipelines.tabular_pipeline import run_tabular_release
+        from pipelines.tabular_pipeline import TABULAR_WORKER_MODULES, run_tabular_release
 
-        return run_tabular_release
+        return run_tabular_release, TABULAR_WORKER_MODULES
     if kind == "filter":
-        from pipelines.filter_pipeline import run_filter_release
+        from pipelines.filter_pipeline import FILTER_WORKER_MODULES, run_filter_release
 
-        return run_filter_release
-    from pipelines.crowd_pipeline import run_crowd_release
+        return run_filter_release, FILTER_WORKER_MODULES
+    from pipelines.crowd_pipeline import CROWD_WORKER_MODULES, run_crowd_release
 
-    return run_crowd_release
+    return run_crowd_release, CROWD_WORKER_MODULES
 
 
 def _summary_line(outcome: Any) -> str:
@@ -99,7 +92,7 @@ def _summary_line(outcome: Any) -> str:
 def _run_release(config: Any, args: argparse.Namespace, engine: Any = None) -> Any:
     progress = StageProgress()
     try:
-        return _release_runner(config.kind)(
+        return _release_kind(config.kind)[0](
             config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress,
             engine=engine,
         )
@@ -150,7 +143,7 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                 f"{path}: asks for {_engine_text(request)}, but {args.config[0]} for {_engine_text(requests[0])}; "
                 "configs run together share one engine (pass --engine/--master, or run them separately)"
             )
-    modules = sorted({WORKER_MODULES_BY_KIND[config.kind] for config in configs})
+    modules = sorted({module for config in configs for module in _release_kind(config.kind)[1]})
     engine = start_engine(*requests[0], modules)
     first_failure = 0
     try:

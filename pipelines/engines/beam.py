@@ -383,15 +383,15 @@ class BeamEngine(Engine):
         return arrow.finish_sums(partials, key, columns, source.schema.field(key).type)
 
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]:
-        source = self._own(collection)
-        arrow.check_schema(schema)
-        target = Path(directory).resolve()
-        target.mkdir(parents=True, exist_ok=True)
-        return sorted(Path(path) for path in self._run(source, self._shard_writer(target, schema, None)))
+        return self._write_shards(self._own(collection), directory, schema, None)
 
     def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
         source = self._own(collection)
         arrow.check_key(source.schema, key)
+        return self._write_shards(source, directory, schema, key)
+
+    def _write_shards(self, source: BeamCollection, directory: Path, schema: pa.Schema, key: str | None) -> list[Path]:
+        """One Parquet file per shard (of rows, or of ``key`` with each file sorted by it)."""
         arrow.check_schema(schema)
         target = Path(directory).resolve()
         target.mkdir(parents=True, exist_ok=True)

@@ -356,8 +356,10 @@ class SparkEngine(Engine):
         and feeds its batches to ``run``."""
         if source.group_files is None:
             return source.frame.mapInArrow(run, structure)
-        files = source.group_files
-        schema = source.schema
+        return self._map_files(source.group_files, source.schema, run, structure)
+
+    def _map_files(self, files: tuple[str, ...], schema: pa.Schema, run: Any, structure: Any) -> Any:
+        """``run`` over the rows of ``files``, each file read by the Python worker of its own task."""
 
         def run_files(indices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in indices:
@@ -535,8 +537,7 @@ class SparkEngine(Engine):
             for table in batches:
                 yield from table.to_batches()
 
-        placeholder = self._collection(schema, None, key, files)
-        return self._collection(schema, self._python_map(placeholder, identity, spark_schema(schema)), key, files)
+        return self._collection(schema, self._map_files(files, schema, identity, spark_schema(schema)), key, files)
 
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]:
         from pyspark import TaskContext
