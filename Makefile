@@ -6,8 +6,13 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
+# One thread per BLAS/OpenMP pool: a reduction split over another number of threads rounds
+# differently, and the suite must give the same figures on every machine.
+TEST_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEXPR_NUM_THREADS=1
+# The fast suite: unit tests and the margin check, no engine, no reproduction run (about 20 s).
+FAST_TESTS := tests/unit tests/reproduction/test_margins.py -m "not slow and not spark and not beam and not cluster"
 
-.PHONY: install release test lint bench clean demo-data
+.PHONY: install release test test-fast margins lint bench clean demo-data
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
@@ -26,7 +31,15 @@ release: demo-data
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
+	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider $(FAST_TESTS)
+
+# Re-measure the reproduction figures over ten keys (tests/reproduction/margins.json).
+margins: $(STAMP)
+	$(TEST_THREADS) $(PY) -m tests.reproduction.margins
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks

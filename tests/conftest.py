@@ -1,14 +1,68 @@
 """Fixtures shared by every test suite: one embedded SparkSession per test session and a fixed
-release secret (tests only; production secrets come from the OS, DESIGN.md)."""
+release secret (tests only; production secrets come from the OS, DESIGN.md).
+
+Two things keep the suite the same on every machine. Thread counts are fixed before NumPy, BLAS
+or torch load (a reduction split over another number of threads rounds differently). And the
+``spark`` and ``beam`` markers are kept honest: a test that uses the session's SparkSession, or is
+parametrized with the spark or beam engine, is marked so at collection, and a test that builds a
+Spark or Beam engine (in its own body or in a fixture it set up) without the marker fails, so
+``-m "not spark and not beam"`` really leaves the engines out.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import functools  # noqa: E402 (the thread counts above must be set before any numerical import)
+import sys  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+import pipelines.engines as _engines  # noqa: E402
+
+ENGINE_MARKERS = ("spark", "beam")
+_engines_built: list[str] = []
+
+
+def _recording_make_engine(make_engine: Any) -> Any:
+    @functools.wraps(make_engine)
+    def recording(name: str, **options: Any) -> Any:
+        _engines_built.append(name)
+        return make_engine(name, **options)
+
+    return recording
+
+
+_engines.make_engine = _recording_make_engine(_engines.make_engine)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what can be seen at collection: the shared SparkSession in a test's fixture closure,
+    an engine name among its parameters."""
+    for item in items:
+        if "spark_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for value in params.values():
+            if isinstance(value, str) and value in ENGINE_MARKERS:
+                item.add_marker(getattr(pytest.mark, value))
+
+
+@pytest.fixture(autouse=True)
+def _engine_markers_are_honest(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that built a Spark or Beam engine without its marker. Counted from the end of
+    the previous test, so engines built by a module-scoped fixture count for the first test that
+    set the fixture up."""
+    yield
+    used = {name for name in _engines_built if name in ENGINE_MARKERS}
+    _engines_built.clear()
+    missing = sorted(name for name in used if request.node.get_closest_marker(name) is None)
+    assert not missing, f"this test builds the {', '.join(missing)} engine: mark it pytest.mark.{missing[0]}"
 
 FIXED_SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978"
 

@@ -224,6 +224,7 @@ def test_budget_exceeded_is_refused_before_reading_the_claims(tmp_path, capsys, 
     assert [m["release_id"] for m in json.loads(out)] == [first]
 
 
+@pytest.mark.spark
 def test_unreachable_spark_master(tmp_path, capsys, claims_csv):
     lake = tmp_path / "lake"
     config = write_config(tmp_path, claims_csv, lake)

@@ -145,6 +145,8 @@ def test_staged_input_is_split_for_the_cores_and_in_bounded_files() -> None:
     assert staged_file_count(3, 8) == 1
 
 
+@pytest.mark.spark
+@pytest.mark.beam  # engine_releases publishes on every engine
 def test_release_equals_the_in_memory_privatization(engine_releases: dict) -> None:
     manifest, rows, config, _ = engine_releases["local"]
     lake = Lake(config.lake)
@@ -163,6 +165,8 @@ def test_release_equals_the_in_memory_privatization(engine_releases: dict) -> No
     assert (rows["choice"].to_numpy() == np.where(choices == 1, "hide-senior", "hide-group")).all()
 
 
+@pytest.mark.spark
+@pytest.mark.beam  # engine_releases publishes on every engine
 def test_each_owner_keeps_only_the_utility_label_of_their_choice(engine_releases: dict) -> None:
     manifest, rows, config, _ = engine_releases["local"]
     records = pd.read_csv(config.input.path, dtype=str, keep_default_na=False)
@@ -178,6 +182,8 @@ def test_each_owner_keeps_only_the_utility_label_of_their_choice(engine_releases
     assert manifest["validation"]["output"]["success"] is True
 
 
+@pytest.mark.spark
+@pytest.mark.beam  # engine_releases publishes on every engine
 def test_the_guarantee_comes_from_the_caps_and_bounds_every_trained_filter(engine_releases: dict) -> None:
     manifest, _, config, _ = engine_releases["local"]
     for order, value in manifest["epsilon_rdp"].items():
@@ -190,6 +196,8 @@ def test_the_guarantee_comes_from_the_caps_and_bounds_every_trained_filter(engin
     assert manifest["epsilon"] > 0
 
 
+@pytest.mark.spark
+@pytest.mark.beam  # engine_releases publishes on every engine
 def test_evaluation_compares_raw_round_trip_privatized_and_the_gaussian_baseline(engine_releases: dict) -> None:
     manifest = engine_releases["local"][0]
     report = manifest["evaluation"]["choices"]["hide-group"]

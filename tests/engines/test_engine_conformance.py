@@ -558,6 +558,7 @@ def arrow_file(frame: pd.DataFrame, schema: pa.Schema, path: Path) -> Path:
     return path
 
 
+@pytest.mark.spark
 def test_make_engine_refuses_what_it_cannot_run_in_one_sentence() -> None:
     from pipelines.engines import make_engine
 

@@ -4,12 +4,18 @@ the engines run (``transforms.crowd_release``).
 
 Thresholds are the paper's qualitative claims, nothing tuned: combined weights learn a density
 closer to the truth than uniform and global-only weights where sources are heterogeneous and
-some are outlying, and the claims released from it recover the truth better (generator and
-Population); the ISE falls with the number of synthetic claims ``m`` and flattens; the method
+some are outlying, and the claims released from it recover the truth better (generator); the ISE falls with the number of synthetic claims ``m`` and flattens; the method
 beats the ``Basic`` Laplace baseline at ε = 0.1 and 1. Every figure is an average over several
 objects and secrets, so a single lucky draw cannot pass a test.
 
-Not asserted, because it does not hold here (measured, see the README's evaluation section):
+Every claim's bound keeps three standard deviations over ten keys (``tests/reproduction/margins.py``;
+the figures in ``margins.json``, the spreads in each test's docstring).
+
+Not asserted, because it does not hold with a margin: on Population, combined weights' truth MAE
+over uniform's is 0.72–1.00 on nine keys (and near 0 on one, where uniform weights released a claim
+of about 10^10 from an outlying claim) and over global's 0.77–1.61; the MAE there is carried by a
+few objects, so a two-secret mean swings from key to key (recorded, not asserted, as the
+``population`` figures). Nor, measured, see the README's evaluation section:
 the ISE of the *released* claims' KDE is not lower with combined than with uniform weights on
 the generator at m = 10 (sampling variance of 10 claims and the privacy test's own filtering of
 isolated seeds swamp the better learned density), and on Emotion the combined weights' truth
@@ -26,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.reproduction.margins import Claim, Figures, check_claims, key_secret
 from transforms.baselines import basic_laplace_release
 from transforms.claims_block import ClaimsBlock
 from transforms.crowd_evaluation import learned_density_errors, released_claims_errors
@@ -39,6 +46,19 @@ pytestmark = pytest.mark.slow
 DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 SECRETS = (b"\x11" * 32, b"\x22" * 32)
 PRECISION = 0.01
+TEST_KEY = 0
+
+
+def secrets(key: int) -> tuple[bytes, bytes]:
+    """The two release secrets of measurement key ``key`` (key 0: the tests' own)."""
+    if key == 0:
+        return SECRETS
+    return key_secret(1000 + 2 * key, b""), key_secret(1001 + 2 * key, b"")
+
+
+def data_seeds(key: int) -> tuple[int, int]:
+    """The two generated datasets of measurement key ``key`` (key 0: seeds 1 and 2)."""
+    return 2 * key + 1, 2 * key + 2
 
 
 @cache
@@ -68,17 +88,22 @@ def release(data: SampleCrowdData, method: str, m: int, secret: bytes) -> pd.Dat
 
 
 @cache
-def generator_errors(method: str, m: int) -> tuple[float, float]:
-    """(mean ISE, truth MAE) averaged over two generated datasets x two secrets."""
+def generator_errors(method: str, m: int, key: int) -> tuple[float, float]:
+    """(mean ISE, truth MAE) averaged over the key's two generated datasets x two secrets."""
     ises, maes = [], []
-    for seed in (1, 2):
+    for seed in data_seeds(key):
         data = generated(seed)
-        for secret in SECRETS:
+        for secret in secrets(key):
             released = release(data, method, m, secret)
             ises.append(mean_ise_against_truth(released, data))
             truth = data.truth.set_index("object_id")["truth"]
             maes.append(truth_mean_absolute_error(per_object_truth_estimate(released, "median"), truth))
     return float(np.mean(ises)), float(np.mean(maes))
+
+
+def release_key_caches() -> None:
+    for cached in (generated, generator_errors, model_density_ise, population_truth_error):
+        cached.cache_clear()
 
 
 def test_generator_has_outlying_sources():
@@ -87,56 +112,98 @@ def test_generator_has_outlying_sources():
 
 
 @cache
-def model_density_ise(method: str) -> float:
+def model_density_ise(method: str, key: int) -> float:
     """Mean ISE of the learned density f_i = Σ_s c_is K_h(·, x_is) (step 3) against the truth."""
     errors = []
-    for seed in (1, 2):
+    for seed in data_seeds(key):
         data = generated(seed)
         model = fit_crowd_model(data.claims, method=method, bandwidth_floor=PRECISION, weight_ratio_cap=4.0)
         errors.append(learned_density_errors(model.block, model.seed_weights, model.bandwidths, data.true_density))
     return float(np.mean(np.concatenate(errors)))
 
 
+def learned_density(key: int) -> Figures:
+    combined = model_density_ise("combined", key)
+    return {
+        f"learned_density.combined_over_{baseline}_ise": combined / model_density_ise(baseline, key)
+        for baseline in ("uniform", "global")
+    }
+
+
 @pytest.mark.parametrize("baseline", ["uniform", "global"])
 def test_combined_weights_learn_a_density_closer_to_the_truth(baseline):
-    assert model_density_ise("combined") < model_density_ise(baseline)
+    """ISE of the learned densities, combined over baseline: 0.735–0.759 over uniform (sd 0.008),
+    0.746–0.771 over global (sd 0.008) on ten keys of two generated datasets."""
+    figures = learned_density(TEST_KEY)
+    check_claims(tuple(c for c in CLAIMS if baseline in c.figure), "learned_density", figures)
+
+
+def released_truth(key: int) -> Figures:
+    combined = generator_errors("combined", 10, key)[1]
+    return {
+        f"released_truth.combined_over_{baseline}_mae": combined / generator_errors(baseline, 10, key)[1]
+        for baseline in ("uniform", "global")
+    }
 
 
 @pytest.mark.parametrize("baseline", ["uniform", "global"])
 def test_combined_weights_release_claims_that_recover_the_truth_better(baseline):
-    assert generator_errors("combined", 10)[1] < generator_errors(baseline, 10)[1]
+    """Truth MAE of the released claims (m = 10), combined over each baseline. Over ten keys (two
+    generated datasets x two secrets each): combined over uniform 0.931–0.994 (sd 0.025), over
+    global 0.923–0.989 (sd 0.023) — better on every key, but by less than three standard deviations
+    on the worst key, so the bound allows key noise (1.07 and 1.06): the test guards against combined
+    weights becoming clearly worse, the mean ratio (0.95) is the reported finding."""
+    figures = released_truth(TEST_KEY)
+    check_claims(tuple(c for c in CLAIMS if baseline in c.figure), "released_truth", figures)
+
+
+def ise_by_m(key: int) -> Figures:
+    ises = [generator_errors("combined", m, key)[0] for m in (5, 10, 20, 40)]
+    return {
+        "ise_by_m.m10_over_m5": ises[1] / ises[0],
+        "ise_by_m.m20_over_m10": ises[2] / ises[1],
+        "ise_by_m.m40_over_m20": ises[3] / ises[2],
+        "ise_by_m.last_gain_over_first_gain": (ises[2] - ises[3]) / (ises[0] - ises[1]),
+    }
 
 
 def test_ise_falls_with_m_and_flattens():
-    ises = [generator_errors("combined", m)[0] for m in (5, 10, 20, 40)]
-    assert ises[0] > ises[1] > ises[2] > ises[3]
-    first_gain, last_gain = ises[0] - ises[1], ises[2] - ises[3]
-    assert last_gain < first_gain / 2
+    """Ten keys: ISE(m = 10)/ISE(5) 0.37–0.47, ISE(20)/ISE(10) 0.74–0.80, ISE(40)/ISE(20) 0.88–0.92
+    (sd 0.010); the last gain is 0.05–0.07 of the first (sd 0.008)."""
+    check_claims(CLAIMS, "ise_by_m", ise_by_m(TEST_KEY))
 
 
-@pytest.mark.parametrize("epsilon", [0.1, 1.0])
-def test_method_beats_basic_laplace(epsilon):
-    method_ise, method_mae = generator_errors("combined", 10)
-    basic_ises, basic_maes = [], []
-    for seed in (1, 2):
-        data = generated(seed)
-        block = ClaimsBlock.from_frame(data.claims)
-        for secret in SECRETS:
-            released = basic_laplace_release(block, epsilon, data.public_range, secret, "reproduction")
-            basic_ises.append(mean_ise_against_truth(released, data))
-            truth = data.truth.set_index("object_id")["truth"]
-            basic_maes.append(truth_mean_absolute_error(per_object_truth_estimate(released, "median"), truth))
-    assert method_ise < np.mean(basic_ises)
-    assert method_mae < np.mean(basic_maes)
+def basic_laplace(key: int) -> Figures:
+    method_ise, method_mae = generator_errors("combined", 10, key)
+    figures = {}
+    for epsilon in (0.1, 1.0):
+        basic_ises, basic_maes = [], []
+        for seed in data_seeds(key):
+            data = generated(seed)
+            block = ClaimsBlock.from_frame(data.claims)
+            for secret in secrets(key):
+                released = basic_laplace_release(block, epsilon, data.public_range, secret, "reproduction")
+                basic_ises.append(mean_ise_against_truth(released, data))
+                truth = data.truth.set_index("object_id")["truth"]
+                basic_maes.append(truth_mean_absolute_error(per_object_truth_estimate(released, "median"), truth))
+        figures[f"basic_laplace.method_over_basic_ise_eps{epsilon:g}"] = method_ise / np.mean(basic_ises)
+        figures[f"basic_laplace.method_over_basic_mae_eps{epsilon:g}"] = method_mae / np.mean(basic_maes)
+    return figures
+
+
+def test_method_beats_basic_laplace():
+    """Ten keys: the method's ISE is 0.43–0.49 of Basic's at ε = 0.1 and 1 (sd 0.016); its truth MAE
+    0.008–0.010 (ε = 0.1) and 0.079–0.095 (ε = 1) of Basic's."""
+    check_claims(CLAIMS, "basic_laplace", basic_laplace(TEST_KEY))
 
 
 @cache
-def population_truth_error(method: str) -> float:
+def population_truth_error(method: str, key: int) -> float:
     claims = pd.read_csv(DATASETS / "crowd_population" / "claims.csv")
     claims = claims.groupby(["object_id", "source_id"], as_index=False)["value"].mean()
     truth = pd.read_csv(DATASETS / "crowd_population" / "truth.csv").set_index("object_id")["truth"]
     errors = []
-    for secret in SECRETS:
+    for secret in secrets(key):
         params = SynthesisParameters(
             claims_per_object=5, k=2, gamma=4.0, epsilon0=2.0, precision=1.0,
             max_attempts_per_object=250, batch_size=10,
@@ -149,6 +216,36 @@ def population_truth_error(method: str) -> float:
     return float(np.mean(errors))
 
 
-@pytest.mark.parametrize("baseline", ["uniform", "global"])
-def test_population_truth_error_is_lower_with_combined_weights(baseline):
-    assert population_truth_error("combined") < population_truth_error(baseline)
+def population(key: int) -> Figures:
+    """Measured and recorded, not asserted (see the module docstring): Population's truth MAE is
+    carried by a few objects whose released claims come from outlying claims, so its ratio between
+    weightings swings from key to key."""
+    combined = population_truth_error("combined", key)
+    return {
+        f"population.combined_over_{baseline}_mae": combined / population_truth_error(baseline, key)
+        for baseline in ("uniform", "global")
+    }
+
+
+FIGURES = {
+    "learned_density": learned_density,
+    "released_truth": released_truth,
+    "ise_by_m": ise_by_m,
+    "basic_laplace": basic_laplace,
+    "population": population,
+}
+
+CLAIMS = (
+    Claim("learned_density.combined_over_uniform_ise", "<=", 1.0, "combined weights learn a closer density"),
+    Claim("learned_density.combined_over_global_ise", "<=", 1.0, "combined weights learn a closer density"),
+    Claim("released_truth.combined_over_uniform_mae", "<=", 1.07, "better on every key measured, within key noise"),
+    Claim("released_truth.combined_over_global_mae", "<=", 1.06, "better on every key measured, within key noise"),
+    Claim("ise_by_m.m10_over_m5", "<=", 1.0, "ISE falls with m"),
+    Claim("ise_by_m.m20_over_m10", "<=", 1.0, "ISE falls with m"),
+    Claim("ise_by_m.m40_over_m20", "<=", 1.0, "ISE falls with m"),
+    Claim("ise_by_m.last_gain_over_first_gain", "<=", 0.5, "and flattens"),
+    Claim("basic_laplace.method_over_basic_ise_eps0.1", "<=", 1.0, "beats Basic at ε = 0.1"),
+    Claim("basic_laplace.method_over_basic_mae_eps0.1", "<=", 1.0, "beats Basic at ε = 0.1"),
+    Claim("basic_laplace.method_over_basic_ise_eps1", "<=", 1.0, "beats Basic at ε = 1"),
+    Claim("basic_laplace.method_over_basic_mae_eps1", "<=", 1.0, "beats Basic at ε = 1"),
+)
