@@ -9,7 +9,7 @@ from /proc: for Spark this includes the JVM and the Python workers) is its own.
     .venv/bin/python benchmarks/crowd_scaling.py --sizes 100000  # quick
 
 Variants:
-  floor  - transforms.crowd_release.synthesize_in_memory on one block (no engine, no lake, no
+  floor  - transforms.crowd.release.synthesize_in_memory on one block (no engine, no lake, no
            validation): the mathematics alone, single process.
   local  - the whole release (read, validate, stage, weights, synthesis, validate, publish)
            through the local engine.
@@ -83,7 +83,7 @@ def run_measured(command: list[str]) -> tuple[dict, int]:
 
 
 def generate(claims: int, directory: Path) -> Path:
-    from transforms.sample_crowd_data import generate_sample_crowd_data
+    from transforms.crowd.sample_data import generate_sample_crowd_data
 
     objects = claims // CLAIMS_PER_OBJECT
     data = generate_sample_crowd_data(
@@ -110,11 +110,11 @@ def measure(variant: str, path: Path, workdir: Path) -> dict:
     """Runs in the child process: one variant on one input, prints a JSON line."""
     import pandas as pd
 
-    from transforms.crowd_synthesis import SynthesisParameters
+    from transforms.crowd.synthesis import SynthesisParameters
 
     start = time.perf_counter()
     if variant == "floor":
-        from transforms.crowd_release import synthesize_in_memory
+        from transforms.crowd.release import synthesize_in_memory
 
         claims = pd.read_parquet(path)
         parameters = SynthesisParameters(
@@ -128,15 +128,15 @@ def measure(variant: str, path: Path, workdir: Path) -> dict:
         rows = len(result.claims)
         timings: dict = {}
     else:
-        from pipelines.crowd_pipeline import CROWD_WORKER_MODULES, run_crowd_release
-        from schemas.crowd_config import CrowdConfig
+        from pipelines.crowd.pipeline import CROWD_WORKER_MODULES, run_crowd_release
+        from schemas.crowd.config import CrowdConfig
 
         os.environ["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
         engine = None
         engine_name = variant
         if variant == "spark-warm":
             from pipelines.engines.spark import SparkEngine
-            from pipelines.validation import gx_batch_definition
+            from pipelines.platform.validation import gx_batch_definition
 
             engine_name = "spark"
             engine = SparkEngine(master="local[2]")

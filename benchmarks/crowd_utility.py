@@ -20,13 +20,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transforms.baselines import basic_laplace_release  # noqa: E402
-from transforms.claims_block import ClaimsBlock  # noqa: E402
-from transforms.crowd_evaluation import learned_density_errors, released_claims_errors  # noqa: E402
-from transforms.crowd_release import fit_crowd_model, synthesize_in_memory  # noqa: E402
-from transforms.crowd_synthesis import SynthesisParameters  # noqa: E402
-from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error  # noqa: E402
-from transforms.sample_crowd_data import generate_sample_crowd_data  # noqa: E402
+from transforms.crowd.baselines import basic_laplace_release  # noqa: E402
+from transforms.crowd.claims_block import ClaimsBlock  # noqa: E402
+from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error  # noqa: E402
+from transforms.crowd.evaluation import learned_density_errors, released_claims_errors  # noqa: E402
+from transforms.crowd.release import fit_crowd_model, synthesize_in_memory  # noqa: E402
+from transforms.crowd.sample_data import generate_sample_crowd_data  # noqa: E402
+from transforms.crowd.synthesis import SynthesisParameters  # noqa: E402
 
 DATASETS = ROOT.parent / "shared" / "datasets"
 SECRETS = [bytes([i]) * 32 for i in (1, 2, 3)]

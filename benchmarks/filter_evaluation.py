@@ -72,16 +72,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine_info import machine_basics  # noqa: E402
 from tests.reproduction import filter_datasets as fd  # noqa: E402
-from transforms.filter.features import decode_features  # noqa: E402
-from transforms.filter.filter_accounting import (  # noqa: E402
+from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
+from transforms.filter.accounting import (  # noqa: E402
     gaussian_baseline_filter,
     gaussian_baseline_noise_scale,
     gaussian_exact_epsilon,
 )
-from transforms.filter.filter_evaluation import (  # noqa: E402
+from transforms.filter.evaluation import (  # noqa: E402
     classifier_scores,
     knn_mutual_information,
 )
+from transforms.filter.features import decode_features  # noqa: E402
 from transforms.filter.latent_filter import (  # noqa: E402
     FilterTrainingConfig,
     LinearLatentFilter,
@@ -96,7 +97,6 @@ from transforms.filter.vae import (  # noqa: E402
     decode_latents,
     encode_latents,
 )
-from transforms.keyed_randomness import keyed_generator  # noqa: E402
 
 SECRET = bytes(range(100, 132))
 DELTA = 1e-5

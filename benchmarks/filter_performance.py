@@ -226,8 +226,8 @@ def write_replicated_input(n: int, folder: Path) -> tuple[Path, float]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.tabular_input import read_table
-    from schemas.filter_config import FilterInput
+    from pipelines.platform.input import read_table
+    from schemas.filter.config import FilterInput
 
     start = time.perf_counter()
     document = example_document()["input"]
@@ -311,8 +311,8 @@ def _timed(function: Callable, sink: dict[str, float], name: str) -> Callable:
 
 def measure_encoder(config_path: Path) -> dict[str, Any]:
     """In the child: ``train_encoder`` on the full training file, timed; the VAE fit alone too."""
-    import pipelines.filter_pipeline as filter_pipeline
-    from pipelines.config_loader import load_config
+    import pipelines.filter.pipeline as filter_pipeline
+    from pipelines.platform.config import load_config
 
     config = load_config(config_path)
     inner: dict[str, float] = {}
@@ -373,7 +373,7 @@ def _worker_calls(path: Path) -> list[dict[str, Any]]:
 def _timed_batch_function(calls_text: str) -> Callable:
     """``privatized_rows`` with each call's wall and CPU seconds appended to ``calls_text`` (run on
     the workers)."""
-    from pipelines.filter_blocks import privatized_rows
+    from pipelines.filter.blocks import privatized_rows
 
     def timed_rows(batch: Any, value: Any) -> Any:
         begin, cpu_begin = time.perf_counter(), time.process_time()
@@ -412,7 +412,7 @@ def fused_map_and_write(engine: Any, staged: list[Path], schema: Any, side: Any,
     import pyarrow.parquet as pq
     from pyspark import TaskContext
 
-    from pipelines.engines import parquet_writer as arrow
+    from pipelines.engines import arrow
 
     handle = engine.session.sparkContext.broadcast(side)
     rows_per_call = engine.rows_per_call
@@ -463,8 +463,8 @@ def replay_privatize_stage(engine: Any, staged: list[Path], side: Any, spec: Any
     read the files, privatize and write in one pass) with the batch function timed on the
     workers; and two hand-written variants (``fused_map_and_write``) kept for comparison: the
     fused pass fed by a JVM scan, and the workers reading row groups dealt round-robin."""
-    from pipelines.filter_blocks import staged_schema
-    from schemas.expectations import FILTER_RECORD_COLUMN
+    from pipelines.filter.blocks import staged_schema
+    from schemas.filter.expectations import FILTER_RECORD_COLUMN
 
     schema = staged_schema(spec)
     result: dict[str, Any] = {"staged_files": len(staged), "staged_columns": len(schema),
@@ -494,10 +494,10 @@ def replay_privatize_stage(engine: Any, staged: list[Path], side: Any, spec: Any
 
 def measure_release(config_path: Path, release_id: str, engine_name: str, replay: bool) -> dict[str, Any]:
     """In the child: one release with the engine started first (timed apart) and passed in."""
-    import pipelines.filter_pipeline as filter_pipeline
-    from pipelines.config_loader import load_config
-    from pipelines.filter_blocks import output_schema
-    from pipelines.release_run import engine_request, start_engine
+    import pipelines.filter.pipeline as filter_pipeline
+    from pipelines.filter.blocks import output_schema
+    from pipelines.platform.config import load_config
+    from pipelines.platform.release import engine_request, start_engine
 
     config = load_config(config_path)
     keep = Path(tempfile.mkdtemp(prefix="privlake-filter-replay-"))
@@ -580,9 +580,8 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     import pyarrow as pa
     from threadpoolctl import threadpool_limits
 
-    from pipelines.config_loader import load_config
-    from pipelines.engines.parquet_writer import DEFAULT_ROWS_PER_CALL, apply_batch_function
-    from pipelines.filter_blocks import (
+    from pipelines.engines.arrow import DEFAULT_ROWS_PER_CALL, apply_batch_function
+    from pipelines.filter.blocks import (
         PrivatizationSide,
         compact_features,
         feature_columns,
@@ -590,9 +589,11 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
         privatized_rows,
         staged_schema,
     )
-    from pipelines.filter_input import read_feature_spec, read_records
-    from pipelines.lake import Lake
-    from pipelines.model_store import ModelStore
+    from pipelines.filter.input import read_feature_spec, read_records
+    from pipelines.platform.config import load_config
+    from pipelines.platform.lake import Lake
+    from pipelines.platform.model_store import ModelStore
+    from transforms.core.keyed_randomness import secret_from_hex
     from transforms.filter.features import decode_features
     from transforms.filter.latent_filter import LinearLatentFilter
     from transforms.filter.privatization import (
@@ -607,7 +608,6 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
         decode_latents,
         encode_latents,
     )
-    from transforms.keyed_randomness import secret_from_hex
 
     threadpool_limits(1)
     begin = time.perf_counter()
@@ -1024,7 +1024,7 @@ def analysis(report: dict[str, Any]) -> list[str]:
             f"- Fixed costs (why n = {smallest['n']:,} is slow on Spark): in a fresh process the first "
             f"`configure_deterministic_torch` takes {_f(configure)} s (`torch.use_deterministic_algorithms` imports "
             f"torch._dynamo/_inductor) and `VaeArtifact.from_bytes` {_f(loading)} s; every Spark Python worker pays them "
-            "at its first batch (the warm-up job imports `pipelines.filter_blocks` but does not build the model), and "
+            "at its first batch (the warm-up job imports `pipelines.filter.blocks` but does not build the model), and "
             "the JVM's first real job after start-up runs slower than the replays (JIT).")
     if report["throughput"]:
         largest = report["throughput"][-1]

@@ -112,7 +112,7 @@ def write_reports(folder: Path, named: dict[str, Any], simulated: Any, truth: np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.ldp_simulation import bit_vector_text
+    from pipelines.ldp.simulation import bit_vector_text
     from transforms.ldp.simulation import report_counts_per_mechanism
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -144,7 +144,7 @@ def write_reports(folder: Path, named: dict[str, Any], simulated: Any, truth: np
 
 def generate_goal_case(n: int, folder: Path) -> tuple[dict[str, str], float]:
     """Simulated reports of the goal case at ``n`` users; returns the paths and the seconds taken."""
-    from transforms.keyed_randomness import keyed_generator
+    from transforms.core.keyed_randomness import keyed_generator
     from transforms.ldp.simulation import simulate_reports
 
     start = time.perf_counter()
@@ -219,10 +219,10 @@ def _timed_wrapper(function: Callable, sink: dict, name: str) -> Callable:
 def measure_release(config_path: Path, release_id: str) -> dict:
     """In the child: one release, timed around ``run_ldp_release`` only; a finer breakdown from
     timing wrappers around the functions the pipeline module calls (no pipeline code changed)."""
-    import pipelines.ldp_pipeline as ldp_pipeline
-    import pipelines.release_run as release_run
-    from pipelines.lake import Lake
-    from schemas.ldp_config import LdpConfig
+    import pipelines.ldp.pipeline as ldp_pipeline
+    import pipelines.platform.release as release_run
+    from pipelines.platform.lake import Lake
+    from schemas.ldp.config import LdpConfig
 
     config = LdpConfig.model_validate(json.loads(config_path.read_text()))
     breakdown: dict[str, float] = {}
@@ -258,7 +258,7 @@ def measure_release(config_path: Path, release_id: str) -> dict:
 
 def measure_estimator(counts_path: Path, catalog_path: Path, repeats: int) -> dict:
     """In the child: GIBU from the counted statistics (the pipeline's defaults), median of repeats."""
-    from schemas.ldp_config import EstimatorSettings
+    from schemas.ldp.config import EstimatorSettings
     from transforms.ldp.estimators import channel_report_groups
     from transforms.ldp.mechanisms import mechanism_from_spec
     from transforms.ldp.release_estimate import estimate_from_report_counts

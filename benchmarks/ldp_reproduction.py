@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine_info import machine_basics  # noqa: E402
-from transforms.keyed_randomness import keyed_generator  # noqa: E402
+from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
 from transforms.ldp.distribution_metrics import (  # noqa: E402
     earth_movers_distance_grid,
     earth_movers_distance_line,

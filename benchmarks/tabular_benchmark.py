@@ -15,7 +15,7 @@ privacy test's throughput, synthesis at scale, and utility against baselines and
    would. The three must give the same ``k'`` on the candidates they share (checked).
 2. **Synthesis at scale**: ``census_like_records`` draws a 10^6-record table (11 attributes,
    domains 2–16) from a random Bayesian network (``census_like_network``, keyed); then DP structure
-   learning on ``DT`` and the in-memory reference release (``transforms.tabular.tabular_release``)
+   learning on ``DT`` and the in-memory reference release (``transforms.tabular.release``)
    synthesize 10^6 records. Wall time per stage and the peak resident memory
    (``resource.getrusage``), in a child process of its own so the peak is that stage's alone.
 3. **Utility against peers** on Adult (``adult-train.csv`` to train, ``adult-test.csv`` held out)
@@ -40,7 +40,7 @@ meet the target at that ε, the smallest feasible k is used and recorded), ``ε_
 complexity cap from a θ-usefulness rule (``complexity_cap``), Dirichlet prior α = 1, attempts
 capped at 20·n. The headline ε of seed-based synthesis is per released record (one test
 invocation); ``whole_release_epsilon`` composes the test over the attempt cap (see
-``transforms/tabular/tabular_guarantee.py``). Plain model sampling (ω = m) never looks at ``DS``
+``transforms/tabular/guarantee.py``). Plain model sampling (ω = m) never looks at ``DS``
 beyond the count, so its ε covers the whole release, like the baselines' and peers'.
 
 Everything of ours runs on one thread (OMP/BLAS thread variables set to 1 before numpy is
@@ -87,40 +87,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine_info import machine_basics  # noqa: E402
-from schemas.tabular_schema import CategoricalAttribute, TabularSchema, load_tabular_schema  # noqa: E402
-from transforms.keyed_randomness import keyed_generator  # noqa: E402
+from schemas.tabular.schema import CategoricalAttribute, TabularSchema, load_tabular_schema  # noqa: E402
+from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
 from transforms.tabular.contingency import joint_index  # noqa: E402
 from transforms.tabular.encoding import decode_records, domain_sizes, encode_records  # noqa: E402
-from transforms.tabular.independent_marginals import independent_marginals_synthesis  # noqa: E402
-from transforms.tabular.network_structure import NetworkStructure  # noqa: E402
-from transforms.tabular.parameter_learning import ConditionalTables, expected_table_shape  # noqa: E402
-from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates  # noqa: E402
-from transforms.tabular.structure_learning import learn_structure  # noqa: E402
-from transforms.tabular.structure_scores import MUTUAL_INFORMATION  # noqa: E402
-from transforms.tabular.tabular_evaluation import (  # noqa: E402
+from transforms.tabular.evaluation import (  # noqa: E402
     exact_match_rate,
     mean_cramers_v_difference,
     mean_marginal_tvd,
     train_on_synthetic_test_on_real,
 )
-from transforms.tabular.tabular_guarantee import (  # noqa: E402
+from transforms.tabular.guarantee import (  # noqa: E402
     EpsilonSplit,
     smallest_feasible_k,
     split_total_epsilon,
     tabular_guarantee,
 )
-from transforms.tabular.tabular_privacy_test import (  # noqa: E402
+from transforms.tabular.independent_marginals import independent_marginals_synthesis  # noqa: E402
+from transforms.tabular.network_structure import NetworkStructure  # noqa: E402
+from transforms.tabular.parameter_learning import ConditionalTables, expected_table_shape  # noqa: E402
+from transforms.tabular.privacy_test import (  # noqa: E402
     SeedIndex,
     general_deniability_counts_chunked,
     plausible_deniability_test,
 )
-from transforms.tabular.tabular_release import (  # noqa: E402
+from transforms.tabular.release import (  # noqa: E402
     PURPOSE_STRUCTURE,
     TabularReleaseParameters,
     learn_conditionals,
     release_split,
     tabular_release,
 )
+from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates  # noqa: E402
+from transforms.tabular.structure_learning import learn_structure  # noqa: E402
+from transforms.tabular.structure_scores import MUTUAL_INFORMATION  # noqa: E402
 
 BENCHMARK_SECRET = bytes.fromhex("7a" * 32)
 RELEASE = "bench/tabular"

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import PrivlakeError, ReleaseNotFound
+from pipelines.platform.errors import PrivlakeError, ReleaseNotFound
 
 
 class StageProgress:
@@ -42,18 +42,18 @@ class StageProgress:
 def _release_kind(kind: str) -> tuple[Any, tuple[str, ...]]:
     """The kind's ``run_*_release`` and the modules its engine workers import (warm-up)."""
     if kind == "ldp":
-        from pipelines.ldp_pipeline import LDP_WORKER_MODULES, run_ldp_release
+        from pipelines.ldp.pipeline import LDP_WORKER_MODULES, run_ldp_release
 
         return run_ldp_release, LDP_WORKER_MODULES
     if kind == "tabular":
-        from pipelines.tabular_pipeline import TABULAR_WORKER_MODULES, run_tabular_release
+        from pipelines.tabular.pipeline import TABULAR_WORKER_MODULES, run_tabular_release
 
         return run_tabular_release, TABULAR_WORKER_MODULES
     if kind == "filter":
-        from pipelines.filter_pipeline import FILTER_WORKER_MODULES, run_filter_release
+        from pipelines.filter.pipeline import FILTER_WORKER_MODULES, run_filter_release
 
         return run_filter_release, FILTER_WORKER_MODULES
-    from pipelines.crowd_pipeline import CROWD_WORKER_MODULES, run_crowd_release
+    from pipelines.crowd.pipeline import CROWD_WORKER_MODULES, run_crowd_release
 
     return run_crowd_release, CROWD_WORKER_MODULES
 
@@ -116,7 +116,7 @@ def _engine_text(request: tuple[str, dict[str, Any]]) -> str:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from pipelines.config_loader import load_config
+    from pipelines.platform.config import load_config
 
     configs = [load_config(path) for path in args.config]
     if len(configs) == 1:
@@ -132,7 +132,7 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
     scheduler's batch of releases needs, without paying the engine's start-up per release.
     Every config is loaded and checked first (a bad one stops the batch before anything runs);
     then each release succeeds or fails on its own, and the exit status is the first failure's."""
-    from pipelines.release_run import engine_request, start_engine
+    from pipelines.platform.release import engine_request, start_engine
 
     if args.release_id is not None:
         raise PrivlakeError("--release-id names one release: give a single config with it")
@@ -168,7 +168,7 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
 
 
 def _lake(args: argparse.Namespace):
-    from pipelines.lake import Lake
+    from pipelines.platform.lake import Lake
 
     root = Path(args.lake)
     if not root.exists():
@@ -239,7 +239,7 @@ def _command_export(args: argparse.Namespace) -> int:
 
 
 def _command_ledger(args: argparse.Namespace) -> int:
-    from pipelines.ledger import PrivacyLedger
+    from pipelines.platform.ledger import PrivacyLedger
 
     entries = PrivacyLedger(_lake(args)).entries(args.dataset)
     if args.json:
@@ -253,7 +253,7 @@ def _command_ledger(args: argparse.Namespace) -> int:
 
 
 def _command_generate_crowd(args: argparse.Namespace) -> int:
-    from transforms.sample_crowd_data import generate_sample_crowd_data, write_sample_crowd_data
+    from transforms.crowd.sample_data import generate_sample_crowd_data, write_sample_crowd_data
 
     data = generate_sample_crowd_data(
         objects=args.objects, claims_per_object=args.claims_per_object, sources=args.sources, seed=args.seed
@@ -265,7 +265,7 @@ def _command_generate_crowd(args: argparse.Namespace) -> int:
 
 
 def _filter_config(path: str):
-    from pipelines.config_loader import load_config
+    from pipelines.platform.config import load_config
 
     config = load_config(path)
     if config.kind != "filter":
@@ -274,7 +274,7 @@ def _filter_config(path: str):
 
 
 def _command_train_encoder(args: argparse.Namespace) -> int:
-    from pipelines.filter_pipeline import train_encoder
+    from pipelines.filter.pipeline import train_encoder
 
     config = _filter_config(args.config)
     progress = StageProgress()
@@ -295,7 +295,7 @@ def _command_train_encoder(args: argparse.Namespace) -> int:
 
 
 def _command_models(args: argparse.Namespace) -> int:
-    from pipelines.model_store import ModelStore
+    from pipelines.platform.model_store import ModelStore
 
     models = [model.summary() for model in ModelStore(_lake(args)).models(dataset=args.dataset)]
     if args.json:
@@ -312,8 +312,8 @@ def _command_models(args: argparse.Namespace) -> int:
 
 
 def _command_simulate_ldp(args: argparse.Namespace) -> int:
-    from pipelines.config_loader import load_config
-    from pipelines.ldp_simulation import simulate_ldp_reports
+    from pipelines.ldp.simulation import simulate_ldp_reports
+    from pipelines.platform.config import load_config
 
     config = load_config(args.config)
     if config.kind != "ldp":

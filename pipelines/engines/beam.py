@@ -40,7 +40,7 @@ import pyarrow as pa
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipelines.engines import parquet_writer as arrow
+from pipelines.engines import arrow
 from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
 
 DEFAULT_PARALLELISM = 4

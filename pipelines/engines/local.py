@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pyarrow as pa
 
-from pipelines.engines import parquet_writer as arrow
+from pipelines.engines import arrow
 from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
 
 DEFAULT_PARALLELISM = 4

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import pyarrow as pa
 
-from pipelines.engines import parquet_writer as arrow
+from pipelines.engines import arrow
 from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.crowd_pipeline import run_crowd_release
-from pipelines.lake import Lake
-from schemas.crowd_config import CrowdConfig
-from transforms.sample_crowd_data import generate_sample_crowd_data
+from pipelines.crowd.pipeline import run_crowd_release
+from pipelines.platform.lake import Lake
+from schemas.crowd.config import CrowdConfig
+from transforms.crowd.sample_data import generate_sample_crowd_data
 
 CONFORMANCE_SECRET_HEX = "c0ffee" * 10 + "c0ffee00"[:4]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.release_run as release_run
+import pipelines.platform.release as release_run
 from tests.e2e.conftest import small_claims, write_config
 from tests.e2e.test_cli_bad_input import assert_one_line_failure, run_cli
 
@@ -74,7 +74,7 @@ def test_configs_asking_for_different_engines_are_refused_before_any_release(
 def test_an_unexpected_error_in_one_release_does_not_stop_the_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipelines.crowd_pipeline as crowd_pipeline
+    import pipelines.crowd.pipeline as crowd_pipeline
 
     (first, failing, third), lake = _configs(tmp_path, ["first", "failing", "third"])
     real_run = crowd_pipeline.run_crowd_release

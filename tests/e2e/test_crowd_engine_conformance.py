@@ -17,8 +17,8 @@ from tests.e2e.crowd_cases import (
     conformance_config,
     release_on_engine,
 )
-from transforms.crowd_release import synthesize_in_memory
-from transforms.crowd_synthesis import SynthesisParameters
+from transforms.crowd.release import synthesize_in_memory
+from transforms.crowd.synthesis import SynthesisParameters
 
 
 @pytest.fixture(scope="module")

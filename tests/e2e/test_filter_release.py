@@ -13,21 +13,21 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines import filter_pipeline
 from pipelines.cli import main
-from pipelines.config_loader import load_config
 from pipelines.engines import make_engine
-from pipelines.filter_pipeline import run_filter_release, staged_file_count, train_encoder
-from pipelines.lake import Lake
-from pipelines.ledger import PrivacyLedger
-from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore
-from schemas.filter_schema import FeatureSpec
+from pipelines.filter import pipeline as filter_pipeline
+from pipelines.filter.pipeline import run_filter_release, staged_file_count, train_encoder
+from pipelines.platform.config import load_config
+from pipelines.platform.lake import Lake
+from pipelines.platform.ledger import PrivacyLedger
+from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore
+from schemas.filter.features import FeatureSpec
 from schemas.manifest import missing_manifest_keys
+from transforms.core.keyed_randomness import secret_from_hex
 from transforms.filter.features import decode_features, encode_features
 from transforms.filter.latent_filter import LinearLatentFilter
 from transforms.filter.privatization import privatize_features
 from transforms.filter.vae import VaeArtifact
-from transforms.keyed_randomness import secret_from_hex
 
 SECRET_HEX = "f11e" * 16
 FEATURES = {

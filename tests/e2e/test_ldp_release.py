@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.config_loader import load_config
 from pipelines.engines import make_engine
-from pipelines.lake import Lake
-from pipelines.ldp_pipeline import run_ldp_release
-from pipelines.ldp_simulation import simulate_ldp_reports, simulation_catalog
+from pipelines.ldp.pipeline import run_ldp_release
+from pipelines.ldp.simulation import simulate_ldp_reports, simulation_catalog
+from pipelines.platform.config import load_config
+from pipelines.platform.lake import Lake
 from schemas.manifest import missing_manifest_keys
-from transforms.keyed_randomness import secret_from_hex
+from transforms.core.keyed_randomness import secret_from_hex
 from transforms.ldp.distribution_metrics import earth_movers_distance_line
 from transforms.ldp.estimators import (
     channel_report_groups,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.crowd_pipeline as crowd_pipeline
+import pipelines.crowd.pipeline as crowd_pipeline
 from pipelines.cli import main
-from pipelines.validation import ValidationIssue, ValidationResult
+from pipelines.platform.validation import ValidationIssue, ValidationResult
 from tests.e2e.conftest import TEST_SECRET_HEX, write_config
 
 

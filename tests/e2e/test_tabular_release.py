@@ -1,5 +1,5 @@
 """The tabular release end to end: identical on local, Spark and Beam, equal to the in-memory
-reference (``transforms.tabular.tabular_release`` over ``learn_structure``), the cut at ``n``
+reference (``transforms.tabular.release`` over ``learn_structure``), the cut at ``n``
 records and the attempt cap, the CLI on the real Adult example, and bad input as one line."""
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.config_loader import load_config
 from pipelines.engines import make_engine
-from pipelines.lake import Lake
-from pipelines.tabular_pipeline import privacy_parts, run_tabular_release
+from pipelines.platform.config import load_config
+from pipelines.platform.lake import Lake
+from pipelines.tabular.pipeline import privacy_parts, run_tabular_release
 from schemas.manifest import missing_manifest_keys
-from schemas.tabular_schema import load_tabular_schema
-from transforms.keyed_randomness import keyed_generator, secret_from_hex
+from schemas.tabular.schema import load_tabular_schema
+from transforms.core.keyed_randomness import keyed_generator, secret_from_hex
 from transforms.tabular.encoding import domain_sizes, encode_records
-from transforms.tabular.structure_learning import learn_structure
-from transforms.tabular.tabular_release import (
+from transforms.tabular.release import (
     PURPOSE_STRUCTURE,
     TabularReleaseParameters,
     release_split,
     tabular_release,
 )
+from transforms.tabular.structure_learning import learn_structure
 
 SECRET_HEX = "7ab1" * 16
 SCHEMA = {

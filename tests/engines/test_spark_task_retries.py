@@ -39,14 +39,14 @@ def fail_first_attempt_of_even_partitions() -> None:
 
 
 def flaky_global_pass_block(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    from pipelines.crowd_blocks import global_pass_block
+    from pipelines.crowd.blocks import global_pass_block
 
     fail_first_attempt_of_even_partitions()
     return global_pass_block(frame, side)
 
 
 def flaky_synthesis_block(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    from pipelines.crowd_blocks import synthesis_block
+    from pipelines.crowd.blocks import synthesis_block
 
     fail_first_attempt_of_even_partitions()
     return synthesis_block(frame, side)
@@ -54,7 +54,7 @@ def flaky_synthesis_block(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
 
 def release_with_failing_first_attempts(engine: Any, config: dict[str, Any], release_id: str) -> dict[str, Any]:
     """Runs in the child driver: the pipeline's block functions replaced by flaky ones."""
-    import pipelines.crowd_pipeline as crowd_pipeline
+    import pipelines.crowd.pipeline as crowd_pipeline
 
     crowd_pipeline.global_pass_block = flaky_global_pass_block
     crowd_pipeline.synthesis_block = flaky_synthesis_block

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import CreateTableTransaction
 
-from pipelines.lake import (
+from pipelines.platform.lake import (
     Lake,
     ReleaseAlreadyPublished,
     ReleaseFilesInvalid,

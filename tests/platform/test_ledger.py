@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
-from pipelines.ledger import BudgetExceeded, PrivacyLedger, UnknownReservation
+from pipelines.platform.lake import Lake
+from pipelines.platform.ledger import BudgetExceeded, PrivacyLedger, UnknownReservation
 
 TOTAL_DELTA = 1e-5
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.errors import PrivlakeError
-from pipelines.lake import Lake
-from pipelines.model_store import MODEL_KIND_FILTER_VAE, ModelStore
+from pipelines.platform.errors import PrivlakeError
+from pipelines.platform.lake import Lake
+from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore
 
 
 def test_store_is_idempotent_and_round_trips_bytes(tmp_path: Path) -> None:

@@ -8,13 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.validation import (
-    ValidationIssue,
-    gx_batch_definition,
-    per_object_counts,
-    validate_crowd_input,
-    validate_crowd_output,
-)
+from pipelines.crowd.validation import per_object_counts, validate_crowd_input, validate_crowd_output
+from pipelines.platform.validation import ValidationIssue, gx_batch_definition
 
 FILE = "answer.csv"
 FILE_COLUMNS = {"object_id": "question", "source_id": "worker", "value": "answer"}

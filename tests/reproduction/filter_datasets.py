@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 from sklearn.datasets import load_digits
 
-from schemas.filter_schema import FeatureSpec
+from schemas.filter.features import FeatureSpec
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.evaluation import ClassifierKind, release_evaluation
 from transforms.filter.features import decode_features, encode_features, encode_label, feature_layout
-from transforms.filter.filter_evaluation import ClassifierKind, release_evaluation
 from transforms.filter.latent_filter import LinearLatentFilter, apply_latent_filter, sample_posterior
 from transforms.filter.vae import (
     VaeArchitecture,
@@ -41,7 +42,6 @@ from transforms.filter.vae import (
     encode_latents,
     train_vae,
 )
-from transforms.keyed_randomness import keyed_generator
 
 PROJECT = Path(__file__).resolve().parents[2]
 DATASETS = PROJECT.parent / "shared" / "datasets"

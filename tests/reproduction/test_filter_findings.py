@@ -54,12 +54,13 @@ import pytest
 
 from tests.reproduction import filter_datasets as fd
 from tests.reproduction.margins import Claim, Figures, check_claims, key_secret
-from transforms.filter.filter_accounting import (
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.accounting import (
     filter_renyi_epsilon,
     gaussian_baseline_filter,
     gaussian_baseline_noise_scale,
 )
-from transforms.filter.filter_evaluation import classifier_scores, knn_mutual_information
+from transforms.filter.evaluation import classifier_scores, knn_mutual_information
 from transforms.filter.latent_filter import (
     FilterTrainingConfig,
     LinearLatentFilter,
@@ -67,7 +68,6 @@ from transforms.filter.latent_filter import (
     train_latent_filter,
 )
 from transforms.filter.vae import VaeTrainingConfig, configure_deterministic_torch
-from transforms.keyed_randomness import keyed_generator
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Reproduction of PrisCrowd's findings (Huai et al., IJCAI 2019, Section 5) on the built-in
 generator and on the real Population data, with the release computed by the same transforms
-the engines run (``transforms.crowd_release``).
+the engines run (``transforms.crowd.release``).
 
 Thresholds are the paper's qualitative claims, nothing tuned: combined weights learn a density
 closer to the truth than uniform and global-only weights where sources are heterogeneous and
@@ -33,13 +33,13 @@ import pandas as pd
 import pytest
 
 from tests.reproduction.margins import Claim, Figures, check_claims, key_secret
-from transforms.baselines import basic_laplace_release
-from transforms.claims_block import ClaimsBlock
-from transforms.crowd_evaluation import learned_density_errors, released_claims_errors
-from transforms.crowd_release import fit_crowd_model, synthesize_in_memory
-from transforms.crowd_synthesis import SynthesisParameters
-from transforms.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
-from transforms.sample_crowd_data import SampleCrowdData, generate_sample_crowd_data
+from transforms.crowd.baselines import basic_laplace_release
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
+from transforms.crowd.evaluation import learned_density_errors, released_claims_errors
+from transforms.crowd.release import fit_crowd_model, synthesize_in_memory
+from transforms.crowd.sample_data import SampleCrowdData, generate_sample_crowd_data
+from transforms.crowd.synthesis import SynthesisParameters
 
 pytestmark = pytest.mark.slow
 

@@ -31,27 +31,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.tabular_input import read_tabular_records
-from schemas.tabular_config import TableReading
-from schemas.tabular_schema import load_tabular_schema
+from pipelines.tabular.input import read_tabular_records
+from schemas.base import TableReading
+from schemas.tabular.schema import load_tabular_schema
 from tests.reproduction.margins import Claim, Figures, check_claims, key_secret
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.encoding import decode_records, domain_sizes
-from transforms.tabular.independent_marginals import independent_marginals_synthesis
-from transforms.tabular.structure_learning import learn_structure
-from transforms.tabular.tabular_evaluation import (
+from transforms.tabular.evaluation import (
     exact_match_rate,
     mean_cramers_v_difference,
     mean_marginal_tvd,
     train_on_synthetic_test_on_real,
 )
-from transforms.tabular.tabular_guarantee import split_total_epsilon
-from transforms.tabular.tabular_release import (
+from transforms.tabular.guarantee import split_total_epsilon
+from transforms.tabular.independent_marginals import independent_marginals_synthesis
+from transforms.tabular.release import (
     PURPOSE_STRUCTURE,
     TabularReleaseParameters,
     release_split,
     tabular_release,
 )
+from transforms.tabular.structure_learning import learn_structure
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Robust Silverman bandwidth per object, with its floor (transforms/bandwidth.py)."""
+"""Robust Silverman bandwidth per object, with its floor (transforms/crowd/bandwidth.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.unit.test_gaussian_kernel import random_block, random_split
-from transforms.bandwidth import object_bandwidths, per_object_percentiles
-from transforms.claims_block import ClaimsBlock
+from transforms.crowd.bandwidth import object_bandwidths, per_object_percentiles
+from transforms.crowd.claims_block import ClaimsBlock
 
 
 def block_of(*objects: list[float]) -> ClaimsBlock:

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from transforms.baselines import basic_laplace_release, basic_laplace_scale, uniform_weights
-from transforms.claims_block import ClaimsBlock
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.crowd.baselines import basic_laplace_release, basic_laplace_scale, uniform_weights
+from transforms.crowd.claims_block import ClaimsBlock
 
 SECRET = bytes(range(32))
 

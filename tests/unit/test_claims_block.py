@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from transforms.claims_block import (
+from transforms.crowd.claims_block import (
     ClaimsBlock,
     in_canonical_order,
     is_in_canonical_order,

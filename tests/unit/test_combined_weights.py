@@ -1,4 +1,4 @@
-"""Combined weights and the public weight-ratio cap (transforms/combined_weights.py)."""
+"""Combined weights and the public weight-ratio cap (transforms/crowd/combined_weights.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tests.unit.test_gaussian_kernel import claim_mask, random_block, random_split
-from transforms.claims_block import ClaimsBlock
-from transforms.combined_weights import clip_weight_ratio, combine_weights, combined_weights
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.combined_weights import clip_weight_ratio, combine_weights, combined_weights
 
 
 def two_objects() -> ClaimsBlock:

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import transforms.crowd_synthesis as crowd_synthesis
-from transforms.claims_block import ClaimsBlock
-from transforms.crowd_synthesis import (
+import transforms.crowd.synthesis as crowd_synthesis
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.synthesis import (
     REASON_FEWER_THAN_K,
     SynthesisParameters,
     synthesis_round_generator,

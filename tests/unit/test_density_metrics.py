@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import integrate, stats
 
-from transforms.density_metrics import (
+from transforms.crowd.density_metrics import (
     GaussianMixture,
     gaussian_mixture_inner_product,
     integrated_squared_error,

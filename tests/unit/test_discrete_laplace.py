@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.discrete_laplace import (
+from transforms.core.discrete_laplace import (
     _bernoulli_exp_minus_fraction,
     discrete_laplace_pmf,
     discrete_laplace_scale,

@@ -1,4 +1,4 @@
-"""Squared RKHS distances by the kernel trick (transforms/gaussian_kernel.py).
+"""Squared RKHS distances by the kernel trick (transforms/crowd/gaussian_kernel.py).
 
 What is compared:
 * the vectorized kernel trick against a plain double loop over each object's claims with
@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 from scipy import integrate, stats
 
-from transforms.claims_block import ClaimsBlock
-from transforms.gaussian_kernel import (
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.gaussian_kernel import (
     WithinObjectKernel,
     gaussian_kernel,
     object_chunks,

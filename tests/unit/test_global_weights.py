@@ -1,4 +1,4 @@
-"""Global source weights (transforms/global_weights.py) against a brute-force loop and on synthetic sources."""
+"""Global source weights (transforms/crowd/global_weights.py) against a brute-force loop and on synthetic sources."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 from tests.unit.test_gaussian_kernel import claim_mask, random_block, random_split, spread_bandwidths
-from transforms.bandwidth import object_bandwidths
-from transforms.claims_block import ClaimsBlock
-from transforms.global_weights import (
+from transforms.crowd.bandwidth import object_bandwidths
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.global_weights import (
     LOSS_FIXED_POINT_SCALE,
     MINIMUM_SOURCE_QUALITY,
     SourceQuality,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.ldp import mechanisms as mechanisms_module
 from transforms.ldp.mechanisms import (
     BasicRappor,

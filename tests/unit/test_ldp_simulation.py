@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.ldp.estimators import generalized_iterative_bayesian_update
 from transforms.ldp.mechanisms import BasicRappor, RandomizedResponse, TruncatedGeometric
 from transforms.ldp.simulation import (

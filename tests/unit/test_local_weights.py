@@ -1,4 +1,4 @@
-"""Hampel loss and the IRWLS local weights (transforms/local_weights.py).
+"""Hampel loss and the IRWLS local weights (transforms/crowd/local_weights.py).
 
 The vectorized all-objects IRWLS is compared with a plain per-object loop written from Kim &
 Scott's kernelized IRWLS (own Hampel functions from the piecewise definitions, ``np.percentile``
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from tests.unit.test_gaussian_kernel import claim_mask, random_block, random_split, spread_bandwidths
-from transforms.bandwidth import object_bandwidths
-from transforms.claims_block import ClaimsBlock
-from transforms.local_weights import hampel_phi, hampel_psi, hampel_rho, local_weights
+from transforms.crowd.bandwidth import object_bandwidths
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.local_weights import hampel_phi, hampel_psi, hampel_rho, local_weights
 
 
 def psi_by_definition(r: float, a: float, b: float, c: float) -> float:

@@ -9,16 +9,16 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
-from transforms.plausible_deniability import (
+from transforms.core.plausible_deniability import (
     NO_INTERVAL,
     deniability_counts,
     deniability_interval_index,
     laplace_from_uniform,
     noisy_threshold,
     plausible_deniability_test,
-    rounded_value_log_probability,
     standard_normal_from_uniform,
 )
+from transforms.crowd.rounded_kernel import rounded_value_log_probability
 
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 

@@ -7,17 +7,17 @@ import math
 
 import pytest
 
-from transforms.privacy_guarantee import (
+from transforms.core.guarantee import (
     ADVANCED,
     BASIC,
     best_composition,
     choose_t,
     compose_advanced,
     compose_basic,
-    crowd_guarantee,
     plausible_deniability_delta,
     plausible_deniability_epsilon,
 )
+from transforms.crowd.guarantee import crowd_guarantee
 
 LN_4 = 1.3862943611198906
 E_MINUS_3 = 0.049787068367863944

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from transforms.sample_crowd_data import (
+from transforms.crowd.sample_data import (
     generate_sample_crowd_data,
     read_sample_crowd_data,
     write_sample_crowd_data,

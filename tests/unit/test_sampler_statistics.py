@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.crowd_synthesis import (
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.core.plausible_deniability import noisy_threshold
+from transforms.crowd.synthesis import (
     KERNEL_COLUMN,
     SEED_COLUMN,
     THRESHOLD_COLUMN,
@@ -22,8 +24,6 @@ from transforms.crowd_synthesis import (
     kernel_draws,
     synthesis_round_generator,
 )
-from transforms.keyed_randomness import keyed_generator
-from transforms.plausible_deniability import noisy_threshold
 
 SECRET = bytes.fromhex("c3" * 32)
 DRAWS = 20_000

@@ -4,7 +4,7 @@ Issue 5, step 1. The feature matrix has one column per numeric feature and one b
 categorical feature (its one-hot code), in the order of ``FeatureSpec.features``; the
 ``FeatureLayout`` says where each feature lives so that the VAE's likelihood can treat numeric
 columns (Gaussian) and categorical blocks (categorical distribution) apart. Scaling uses only the
-spec (``schemas/filter_schema.py``), never the data, so a record's features do not depend on other
+spec (``schemas/filter/features.py``), never the data, so a record's features do not depend on other
 records and decoding is the exact inverse on the spec's domain.
 
 Decoding (what a released record looks like): a numeric column is unscaled, clipped to the bounds
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schemas.filter_schema import CategoricalFeature, FeatureSpec, NumericFeature
-from transforms.domain_violation import DomainViolation, within_bounds
+from schemas.filter.features import CategoricalFeature, FeatureSpec, NumericFeature
+from transforms.core.domain_violation import DomainViolation, within_bounds
 
 FeatureDomainViolation = DomainViolation
 

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.latent_filter import LinearLatentFilter, apply_latent_filter, sample_posterior
 from transforms.filter.vae import VariationalAutoencoder, decode_latents, encode_latents
-from transforms.keyed_randomness import keyed_generator
 
 NOISE_BLOCK_ROWS = 4096
 PURPOSE_PRIVATIZATION = "filter-privatization"

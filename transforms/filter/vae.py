@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from schemas.filter_schema import FeatureSpec
+from schemas.filter.features import FeatureSpec
 from transforms.filter.features import FeatureLayout, feature_layout
 
 LOG_VARIANCE_LIMITS = (-12.0, 6.0)

@@ -12,7 +12,7 @@ Each mechanism is a frozen dataclass with ``name``, ``epsilon``, ``input_size``,
 rng)`` — the client code path, also used by the simulator — and ``to_spec()``, a JSON-ready
 ``{"type": ..., parameters}`` that ``mechanism_from_spec`` turns back into the mechanism.
 ``sanitize`` takes the generator as an argument; in pipelines it must come from
-``transforms.keyed_randomness.keyed_generator``.
+``transforms.core.keyed_randomness.keyed_generator``.
 """
 
 from __future__ import annotations

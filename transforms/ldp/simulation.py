@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.ldp.estimators import channel_report_groups
 from transforms.ldp.mechanisms import BasicRappor, Mechanism
 

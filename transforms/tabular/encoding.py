@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from schemas.tabular_schema import CategoricalAttribute, NumericAttribute, TabularSchema
-from transforms.domain_violation import DomainViolation, within_bounds
+from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema
+from transforms.core.domain_violation import DomainViolation, within_bounds
 
 
 class ColumnMismatch(ValueError):

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from transforms.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
+from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
 from transforms.tabular.contingency import contingency_counts
 
 REPLACE_ONE_HISTOGRAM_SENSITIVITY = 2

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
+from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
 from transforms.tabular.network_structure import NetworkStructure
 
 REPLACE_ONE_TABLE_SENSITIVITY = 2

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from schemas.filter_schema import FeatureSpec
+from schemas.filter.features import FeatureSpec
 from transforms.filter.features import (
     FeatureDomainViolation,
     FeatureLayout,

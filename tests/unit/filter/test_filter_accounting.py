@@ -11,7 +11,7 @@ import pytest
 from scipy import integrate, stats
 from scipy.special import logsumexp
 
-from transforms.filter.filter_accounting import (
+from transforms.filter.accounting import (
     DEFAULT_ORDERS,
     filter_privacy_summary,
     filter_renyi_epsilon,

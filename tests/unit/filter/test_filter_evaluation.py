@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from transforms.filter.filter_evaluation import (
+from transforms.filter.evaluation import (
     classifier_mutual_information_bound,
     classifier_scores,
     knn_mutual_information,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from transforms.filter.filter_evaluation import classifier_scores
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.evaluation import classifier_scores
 from transforms.filter.latent_filter import (
     FilterTrainingConfig,
     LinearLatentFilter,
@@ -27,7 +28,6 @@ from transforms.filter.latent_filter import (
     train_latent_filter,
 )
 from transforms.filter.vae import configure_deterministic_torch
-from transforms.keyed_randomness import keyed_generator
 
 
 @pytest.fixture(autouse=True)

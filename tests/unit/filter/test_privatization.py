@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from schemas.filter_schema import FeatureSpec
+from schemas.filter.features import FeatureSpec
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.features import encode_features, feature_layout
 from transforms.filter.latent_filter import LinearLatentFilter
 from transforms.filter.privatization import (
@@ -18,7 +19,6 @@ from transforms.filter.privatization import (
     record_standard_normals,
 )
 from transforms.filter.vae import VaeArchitecture, VariationalAutoencoder, configure_deterministic_torch
-from transforms.keyed_randomness import keyed_generator
 
 SECRET = bytes(range(32))
 

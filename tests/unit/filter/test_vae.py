@@ -11,7 +11,8 @@ import pytest
 import torch
 from scipy import stats
 
-from schemas.filter_schema import FeatureSpec
+from schemas.filter.features import FeatureSpec
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.features import encode_features, feature_fingerprint, feature_layout
 from transforms.filter.vae import (
     ARTIFACT_MAGIC,
@@ -27,7 +28,6 @@ from transforms.filter.vae import (
     training_summary,
     vae_loss,
 )
-from transforms.keyed_randomness import keyed_generator
 
 SPEC = FeatureSpec.model_validate(
     {

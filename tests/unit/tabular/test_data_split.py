@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.data_split import minimum_record_count, part_sizes, split_positions
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from schemas.tabular_schema import TabularSchema, load_tabular_schema
+from schemas.tabular.schema import TabularSchema, load_tabular_schema
 from transforms.tabular.encoding import (
     ColumnMismatch,
     DomainViolation,

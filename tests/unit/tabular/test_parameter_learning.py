@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from transforms.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
+from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
 from transforms.tabular.contingency import contingency_counts
 from transforms.tabular.network_structure import NetworkStructure
 from transforms.tabular.parameter_learning import (

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from transforms.tabular.tabular_guarantee import smallest_feasible_k, split_total_epsilon, tabular_guarantee
+from transforms.tabular.guarantee import smallest_feasible_k, split_total_epsilon, tabular_guarantee
 
 
 def test_guarantee_is_the_parallel_composition_of_the_three_parts() -> None:

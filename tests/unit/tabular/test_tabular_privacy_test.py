@@ -9,8 +9,7 @@ import pytest
 from scipy import stats
 
 from transforms.tabular.network_structure import NetworkStructure
-from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates
-from transforms.tabular.tabular_privacy_test import (
+from transforms.tabular.privacy_test import (
     SeedIndex,
     candidate_log_probabilities_under_seeds,
     candidate_probabilities_under_seeds,
@@ -20,6 +19,7 @@ from transforms.tabular.tabular_privacy_test import (
     plausible_deniability_test,
     resampled_log_probability,
 )
+from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates
 
 from .random_models import (
     brute_force_generation_probability,

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from schemas.tabular_schema import TabularSchema, load_tabular_schema
+from schemas.tabular.schema import TabularSchema, load_tabular_schema
 from transforms.tabular.encoding import domain_sizes, encode_records
 from transforms.tabular.network_structure import NetworkStructure
-from transforms.tabular.tabular_privacy_test import SeedIndex
-from transforms.tabular.tabular_release import (
+from transforms.tabular.privacy_test import SeedIndex
+from transforms.tabular.release import (
     TabularReleaseParameters,
     learn_conditionals,
     release_split,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from schemas.tabular_schema import (
+from schemas.tabular.schema import (
     CategoricalAttribute,
     NumericAttribute,
     TabularSchema,

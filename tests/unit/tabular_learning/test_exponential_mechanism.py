@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.exponential_mechanism import (
     exponential_mechanism_choice,
     exponential_mechanism_probabilities,

@@ -9,14 +9,14 @@ import math
 import numpy as np
 from scipy import stats
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.contingency import contingency_counts
+from transforms.tabular.evaluation import cramers_v
 from transforms.tabular.independent_marginals import (
     distributions_from_noisy_counts,
     independent_marginals_synthesis,
     noisy_one_way_counts,
 )
-from transforms.tabular.tabular_evaluation import cramers_v
 
 SECRET = bytes(range(32))
 

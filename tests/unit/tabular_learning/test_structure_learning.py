@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import mutual_info_score
 
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.contingency import contingency_counts
 from transforms.tabular.structure_learning import (
     StructureLearningStep,

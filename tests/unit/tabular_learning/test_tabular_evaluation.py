@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy.stats.contingency import association
 
-from transforms.keyed_randomness import keyed_generator
-from transforms.tabular.tabular_evaluation import (
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.tabular.evaluation import (
     closest_record_distance_distribution,
     cramers_v,
     cramers_v_matrix,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from transforms.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
-from transforms.keyed_randomness import keyed_generator
+from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
+from transforms.core.keyed_randomness import keyed_generator
 
 SAMPLES = 200_000
 SECRET = bytes(range(32))

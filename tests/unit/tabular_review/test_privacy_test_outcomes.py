@@ -28,11 +28,11 @@ from tests.unit.tabular.random_models import (
     random_conditionals,
     random_structure,
 )
+from transforms.tabular.guarantee import privacy_test_epsilon_delta, tabular_guarantee
 from transforms.tabular.network_structure import NetworkStructure
 from transforms.tabular.parameter_learning import ConditionalTables
+from transforms.tabular.privacy_test import SeedIndex
 from transforms.tabular.seed_synthesis import kept_and_resampled
-from transforms.tabular.tabular_guarantee import privacy_test_epsilon_delta, tabular_guarantee
-from transforms.tabular.tabular_privacy_test import SeedIndex
 
 FAILURE = "⊥"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from schemas.tabular_schema import TabularSchema
+from schemas.tabular.schema import TabularSchema
 from transforms.tabular.encoding import domain_sizes, encode_records
 from transforms.tabular.network_structure import NetworkStructure
-from transforms.tabular.tabular_privacy_test import SeedIndex
-from transforms.tabular.tabular_release import TabularReleaseParameters, release_split, tabular_release
+from transforms.tabular.privacy_test import SeedIndex
+from transforms.tabular.release import TabularReleaseParameters, release_split, tabular_release
 
 SECRET = bytes(range(32))
 SCHEMA = TabularSchema.model_validate(

@@ -1,0 +1,145 @@
+"""The crowd release's per-block functions: what the engines run on their workers.
+
+Kept apart from the driver-side pipeline so a worker process imports only ``transforms``,
+numpy and pandas (not the lake, the validation gate or the engines) to run them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from transforms.crowd.bandwidth import object_bandwidths
+from transforms.crowd.baselines import uniform_weights
+from transforms.crowd.claims_block import ClaimsBlock, in_canonical_order
+from transforms.crowd.combined_weights import clip_weight_ratio, combined_weights
+from transforms.crowd.contribution_bound import bound_source_contributions
+from transforms.crowd.global_weights import SourceQuality, global_weights, source_loss_contributions
+from transforms.crowd.local_weights import local_weights
+from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
+
+SUMMARY_ROW = -1
+
+
+BANDWIDTH = "bandwidth"
+
+
+def prepared_schema(input_schema: pa.Schema) -> pa.Schema:
+    """The claims as the engine keeps them: the input columns plus each object's bandwidth."""
+    return input_schema.append(pa.field(BANDWIDTH, pa.float64(), nullable=False))
+
+
+def prepare_block(frame: pd.DataFrame, floor: float) -> pd.DataFrame:
+    """Claims in canonical order with their object's kernel bandwidth ``h_i`` (computed once,
+    used by every global-weights iteration and by the synthesis)."""
+    block = ClaimsBlock.from_frame(frame)
+    bandwidths = object_bandwidths(block, floor)
+    return pd.DataFrame(
+        {
+            "object_id": np.repeat(block.object_ids, block.counts),
+            "source_id": block.source_ids,
+            "value": block.values,
+            BANDWIDTH: np.repeat(bandwidths, block.counts),
+        }
+    )
+
+
+def prepared_block(frame: pd.DataFrame) -> tuple[ClaimsBlock, np.ndarray]:
+    """The block and per-object bandwidths of a frame made by ``prepare_block``."""
+    ordered = in_canonical_order(frame)
+    block = ClaimsBlock.from_frame(ordered)
+    return block, ordered[BANDWIDTH].to_numpy(dtype=np.float64)[block.offsets[:-1]]
+
+
+@dataclass(frozen=True)
+class GlobalPassSide:
+    source_quality: SourceQuality
+
+
+def global_pass_block(frame: pd.DataFrame, side: GlobalPassSide) -> pd.DataFrame:
+    """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums."""
+    block, bandwidths = prepared_block(frame)
+    return source_loss_contributions(block, bandwidths, side.source_quality)
+
+
+@dataclass(frozen=True)
+class SynthesisSide:
+    source_quality: SourceQuality
+    weights_method: str
+    local_tolerance: float
+    local_max_iterations: int
+    weight_ratio_cap: float
+    parameters: SynthesisParameters
+    secret: bytes
+    release_id: str
+
+
+def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSide) -> np.ndarray:
+    """The per-claim seed weights of the configured method (PrisCrowd: combined)."""
+    method = side.weights_method
+    if method == "uniform":
+        weights = uniform_weights(block)
+    elif method == "global":
+        weights = global_weights(block, side.source_quality)
+    else:
+        local = local_weights(block, bandwidths, side.local_tolerance, side.local_max_iterations).weights
+        if method == "local":
+            weights = local
+        else:
+            return combined_weights(block, local, side.source_quality.lookup(block.source_ids), side.weight_ratio_cap)
+    return clip_weight_ratio(weights, block.offsets, side.weight_ratio_cap)
+
+
+def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
+    """Map-by-object synthesis: released claims plus one summary row per object, sorted by
+    object (so the outcome stays clustered and is staged without a shuffle)."""
+    block, bandwidths = prepared_block(frame)
+    weights = object_weights(block, bandwidths, side)
+    result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
+    claims = result.claims
+    objects = result.objects
+    released = pd.DataFrame(
+        {
+            "object_id": claims["object_id"],
+            "claim_index": claims["claim_index"].astype(np.int32),
+            "value": claims["value"].astype(np.float64),
+        }
+    )
+    summary = pd.DataFrame(
+        {
+            "object_id": objects["object_id"],
+            "claim_index": np.full(len(objects), SUMMARY_ROW, dtype=np.int32),
+            "value": np.zeros(len(objects)),
+            "claims": objects["claims"].astype(np.int64),
+            "released": objects["released"].astype(np.int64),
+            "attempts": objects["attempts"].astype(np.int64),
+            "suppressed": objects["suppressed"].astype(bool),
+            "reason": objects["reason"].astype(str),
+        }
+    )
+    together = pd.concat([released, summary], ignore_index=True)
+    return together.sort_values("object_id", kind="mergesort", ignore_index=True)
+
+
+def released_rows(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:
+    rows = frame[frame["claim_index"] >= 0]
+    return rows[["object_id", "claim_index", "value"]].reset_index(drop=True)
+
+
+def summary_rows(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:
+    return frame[frame["claim_index"] == SUMMARY_ROW].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class BoundSide:
+    max_objects_per_source: int
+    secret: bytes
+    release_id: str
+
+
+def bound_block(frame: pd.DataFrame, side: BoundSide) -> pd.DataFrame:
+    return bound_source_contributions(frame, side.max_objects_per_source, side.secret, side.release_id)

@@ -1,0 +1,404 @@
+"""Arrow-level helpers shared by the local, Spark and Beam engines, and the one Parquet writer.
+
+Every engine funnels its rows through the same few functions here, so that the three engines
+agree byte for byte where it matters (DESIGN.md, "Engine interface"):
+
+* the Arrow <-> pandas boundary (``frame_to_table``, ``table_to_frame``): a batch function
+  sees the same dtypes on every engine, and its output is cast to the declared schema;
+* the key partitioner (``key_partition_ids``): CRC-32 of ``canonical_key`` bytes, so a key's
+  partition does not depend on Python's salted ``hash`` or on the process;
+* the cutter that hands whole groups to a batch function in bounded chunks
+  (``whole_group_chunks``), used on a sorted stream of Arrow batches;
+* exact integer sums (``partial_sums`` / ``merge_partial_sums`` / ``finish_sums``): each int64
+  is split into a signed high and an unsigned low 32-bit half, the halves are summed in int64
+  (no overflow below 2**31 rows per key and partial), and the driver reassembles exact Python
+  integers, so totals do not depend on partitioning or summation order;
+* the Parquet writer (``write_parquet_file``): plain Parquet (no pandas or Spark metadata, no
+  field ids, readable by pyiceberg ``add_files``), written to a hidden temporary name and
+  renamed into place, so a retried task atomically overwrites its own file.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.engines.base import EngineError
+from schemas.keys import canonical_key
+
+DEFAULT_ROWS_PER_CALL = 250_000
+"""Most rows handed to one batch-function call (a single larger group is never split)."""
+
+READ_BATCH_ROWS = 65_536
+"""Rows per Arrow batch when an engine streams a Parquet file or a partition."""
+
+PARQUET_COMPRESSION = "zstd"
+
+SUPPORTED_TYPES: tuple[pa.DataType, ...] = (
+    pa.int64(),
+    pa.int32(),
+    pa.int16(),
+    pa.int8(),
+    pa.float64(),
+    pa.float32(),
+    pa.string(),
+    pa.large_string(),
+    pa.bool_(),
+)
+
+_LOW_HALF_MASK = 0xFFFFFFFF
+_HIGH_SUFFIX = ":high"
+_LOW_SUFFIX = ":low"
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+ArrowData = pa.Table | pa.RecordBatch
+
+
+def check_schema(schema: pa.Schema) -> None:
+    """Refuse column types the engines do not map identically (one sentence naming the column)."""
+    for field in schema:
+        if field.type not in SUPPORTED_TYPES:
+            raise EngineError(
+                f"column {field.name!r} has type {field.type}, which the engines do not support "
+                "(use int64, int32, int16, int8, float64, float32, string or bool)"
+            )
+
+
+def check_key(schema: pa.Schema, key: str) -> None:
+    """A grouping key must be an integer or string column, the types ``canonical_key`` accepts."""
+    if key not in schema.names:
+        raise EngineError(f"key column {key!r} is not in the collection's columns {schema.names}")
+    key_type = schema.field(key).type
+    if not (
+        pa.types.is_integer(key_type) or pa.types.is_string(key_type) or pa.types.is_large_string(key_type)
+    ):
+        raise EngineError(f"key column {key!r} has type {key_type}; a key must be an integer or a string")
+
+
+def check_integer_columns(schema: pa.Schema, columns: Sequence[str]) -> None:
+    for column in columns:
+        if column not in schema.names:
+            raise EngineError(f"column {column!r} to sum is not in the collection's columns {schema.names}")
+        if not pa.types.is_integer(schema.field(column).type):
+            raise EngineError(
+                f"column {column!r} has type {schema.field(column).type}; sum_by_key sums integer columns only"
+            )
+
+
+def as_table(data: ArrowData) -> pa.Table:
+    return data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+
+
+def conform_table(data: ArrowData, schema: pa.Schema) -> pa.Table:
+    """``data``'s columns in ``schema`` order, cast (safely) to ``schema``'s types, no metadata."""
+    table = as_table(data)
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise EngineError(f"rows are missing the declared column(s) {missing}")
+    table = table.select(schema.names)
+    if table.schema.remove_metadata() != schema.remove_metadata():
+        try:
+            table = table.cast(schema.remove_metadata(), safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            raise EngineError(f"rows do not fit the declared schema: {error}") from error
+    return table.replace_schema_metadata(None)
+
+
+def frame_to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A batch function's output as an Arrow table of exactly ``schema`` (safe casts only)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise EngineError(f"a batch function must return a pandas DataFrame, not {type(frame).__name__}")
+    missing = [name for name in schema.names if name not in frame.columns]
+    if missing:
+        raise EngineError(f"a batch function's result lacks the declared column(s) {missing}")
+    try:
+        table = pa.Table.from_pandas(
+            frame[schema.names], schema=schema.remove_metadata(), preserve_index=False, safe=True
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        raise EngineError(f"a batch function's result does not fit the declared schema: {error}") from error
+    return table.replace_schema_metadata(None)
+
+
+def table_to_frame(data: ArrowData) -> pd.DataFrame:
+    """The pandas view every engine gives a batch function and ``collect`` returns.
+
+    Plain NumPy dtypes (int64, float64, bool, object for strings); an integer column with
+    nulls becomes float64 with NaN, as Arrow's default conversion does.
+    """
+    return as_table(data).to_pandas(ignore_metadata=True)
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    return schema.remove_metadata().empty_table()
+
+
+def split_rows(table: pa.Table, pieces: int) -> list[pa.Table]:
+    """``table`` cut into ``pieces`` contiguous slices of near-equal length (some may be empty)."""
+    bounds = np.linspace(0, table.num_rows, pieces + 1).round().astype(np.int64)
+    return [
+        table.slice(int(start), int(stop - start))
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def sort_by_key(table: pa.Table, key: str) -> pa.Table:
+    """Rows ordered by ``key`` (nulls first, like Spark's ascending sort); a compact copy."""
+    order = pc.sort_indices(table, sort_keys=[(key, "ascending", "at_start")])
+    return table.take(order)
+
+
+def key_partition_ids(column: pa.Array | pa.ChunkedArray, partitions: int) -> np.ndarray:
+    """Partition of every row: CRC-32 of its key's ``canonical_key`` bytes, modulo ``partitions``.
+
+    The hash is computed once per distinct key; a null key goes to partition 0.
+    """
+    values = column.to_pandas()
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    unique_ids = np.fromiter(
+        (zlib.crc32(canonical_key(_python_key(value))) % partitions for value in uniques),
+        dtype=np.int64,
+        count=len(uniques),
+    )
+    ids = np.zeros(len(codes), dtype=np.int64)
+    present = codes >= 0
+    ids[present] = unique_ids[codes[present]]
+    return ids
+
+
+def _python_key(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def partition_by_key(table: pa.Table, key: str, partitions: int) -> list[pa.Table]:
+    """Hash-partition ``table`` on ``key`` into ``partitions`` tables, each sorted by ``key``."""
+    if table.num_rows == 0:
+        return [empty_table(table.schema) for _ in range(partitions)]
+    ids = key_partition_ids(table.column(key), partitions)
+    return [sort_by_key(table.take(np.flatnonzero(ids == index)), key) for index in range(partitions)]
+
+
+def row_shard_ids(table: pa.Table, shards: int) -> np.ndarray:
+    """A content-derived shard per row (pandas' fixed-key row hash), independent of batching."""
+    hashes = pd.util.hash_pandas_object(table_to_frame(table), index=False).to_numpy()
+    return (hashes % np.uint64(shards)).astype(np.int64)
+
+
+def _run_starts(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Row indices (> 0) where the value differs from the previous row's, nulls equal to nulls."""
+    length = len(column)
+    if length < 2:
+        return np.empty(0, dtype=np.int64)
+    following = column.slice(1)
+    preceding = column.slice(0, length - 1)
+    values_differ = pc.fill_null(pc.not_equal(following, preceding), False)
+    nullness_differs = pc.xor(pc.is_null(following), pc.is_null(preceding))
+    differ = pc.or_(values_differ, nullness_differs)
+    return np.flatnonzero(np.asarray(differ.to_numpy(zero_copy_only=False), dtype=bool)) + 1
+
+
+def _pack_groups(table: pa.Table, group_starts: np.ndarray, max_rows: int) -> Iterator[pa.Table]:
+    """Cut ``table`` (whole groups starting at 0 and at ``group_starts``) into chunks of at
+    most ``max_rows`` rows, each cut on a group boundary; a larger single group stays whole."""
+    boundaries = np.concatenate([group_starts, [table.num_rows]]).astype(np.int64)
+    begin = 0
+    while begin < table.num_rows:
+        position = int(np.searchsorted(boundaries, begin + max_rows, side="right")) - 1
+        end = int(boundaries[position]) if position >= 0 else 0
+        if end <= begin:
+            end = int(boundaries[np.searchsorted(boundaries, begin, side="right")])
+        yield table.slice(begin, end - begin)
+        begin = end
+
+
+def whole_group_chunks(pieces: Iterable[ArrowData], key: str, max_rows: int) -> Iterator[pa.Table]:
+    """Re-cut a stream of Arrow batches, sorted by ``key``, into chunks of whole groups.
+
+    Each chunk has at most ``max_rows`` rows unless one group alone is larger; the stream is
+    consumed incrementally, so memory stays near ``max_rows`` rows plus one input batch.
+    """
+    buffer: pa.Table | None = None
+    for piece in pieces:
+        if piece.num_rows == 0:
+            continue
+        table = as_table(piece)
+        buffer = table if buffer is None else pa.concat_tables([buffer, table])
+        if buffer.num_rows < max_rows:
+            continue
+        starts = _run_starts(buffer.column(key))
+        if len(starts) == 0:
+            continue
+        last_group_start = int(starts[-1])
+        yield from _pack_groups(buffer.slice(0, last_group_start), starts[:-1], max_rows)
+        buffer = buffer.slice(last_group_start)
+    if buffer is not None and buffer.num_rows:
+        yield from _pack_groups(buffer, _run_starts(buffer.column(key)), max_rows)
+
+
+def row_chunks(pieces: Iterable[ArrowData], max_rows: int) -> Iterator[pa.Table]:
+    """Re-cut a stream of Arrow batches into chunks of at most ``max_rows`` rows."""
+    buffer: pa.Table | None = None
+    for piece in pieces:
+        if piece.num_rows == 0:
+            continue
+        table = as_table(piece)
+        buffer = table if buffer is None else pa.concat_tables([buffer, table])
+        while buffer.num_rows >= max_rows:
+            yield buffer.slice(0, max_rows)
+            buffer = buffer.slice(max_rows)
+    if buffer is not None and buffer.num_rows:
+        yield buffer
+
+
+def apply_batch_function(
+    fn: Callable[[pd.DataFrame, Any], pd.DataFrame], table: pa.Table, side: Any, schema: pa.Schema
+) -> pa.Table:
+    """``fn`` on the pandas view of ``table``, its result conformed to ``schema``."""
+    return frame_to_table(fn(table_to_frame(table), side), schema)
+
+
+def partial_sums(table: pa.Table, key: str, columns: Sequence[str]) -> pa.Table:
+    """Per key, the sums of the high and low 32-bit halves of each integer column.
+
+    ``v = high * 2**32 + low`` with ``high = v >> 32`` (arithmetic) and ``low = v & 0xFFFFFFFF``;
+    both halves have magnitude below 2**32, so their int64 sums are exact for fewer than 2**31
+    rows. Null values count as zero.
+    """
+    halves: dict[str, pa.Array | pa.ChunkedArray] = {key: table.column(key)}
+    for column in columns:
+        values = pc.fill_null(pc.cast(table.column(column), pa.int64()), 0)
+        halves[column + _HIGH_SUFFIX] = pc.shift_right(values, 32)
+        halves[column + _LOW_SUFFIX] = pc.bit_wise_and(values, pa.scalar(_LOW_HALF_MASK, pa.int64()))
+    return _sum_halves(pa.table(halves), key, columns)
+
+
+def half_sum_names(columns: Sequence[str]) -> list[str]:
+    return [column + suffix for column in columns for suffix in (_HIGH_SUFFIX, _LOW_SUFFIX)]
+
+
+def _sum_halves(halves: pa.Table, key: str, columns: Sequence[str]) -> pa.Table:
+    names = half_sum_names(columns)
+    summed = halves.group_by(key, use_threads=False).aggregate([(name, "sum") for name in names])
+    return pa.table({key: summed.column(key), **{name: summed.column(name + "_sum") for name in names}})
+
+
+def merge_partial_sums(partials: Sequence[pa.Table], key: str, columns: Sequence[str]) -> pa.Table:
+    """Partial sums of several partitions combined into one row per key (still exact).
+
+    ``partials`` must hold at least one table (an ``empty_partial_sums`` will do).
+    """
+    non_empty = [partial for partial in partials if partial.num_rows]
+    if not non_empty:
+        return partials[0]
+    if len(non_empty) == 1:
+        return non_empty[0]
+    return _sum_halves(pa.concat_tables(non_empty, promote_options="permissive"), key, columns)
+
+
+def empty_partial_sums(schema: pa.Schema, key: str, columns: Sequence[str]) -> pa.Table:
+    fields = [pa.field(key, schema.field(key).type)] + [
+        pa.field(name, pa.int64()) for name in half_sum_names(columns)
+    ]
+    return pa.schema(fields).empty_table()
+
+
+def finish_sums(partials: pa.Table, key: str, columns: Sequence[str], key_type: pa.DataType) -> pd.DataFrame:
+    """Exact per-key totals from high/low half sums: a frame sorted by key with int64 columns.
+
+    Raises ``EngineError`` if a total does not fit in int64.
+    """
+    keyed = partials.set_column(
+        partials.column_names.index(key), key, pc.cast(partials.column(key), key_type)
+    )
+    ordered = sort_by_key(keyed, key)
+    result = table_to_frame(ordered.select([key]))
+    for column in columns:
+        high = ordered.column(column + _HIGH_SUFFIX).fill_null(0).to_numpy().astype(object)
+        low = ordered.column(column + _LOW_SUFFIX).fill_null(0).to_numpy().astype(object)
+        totals = high * (1 << 32) + low
+        outside = [index for index, total in enumerate(totals) if not _INT64_MIN <= total <= _INT64_MAX]
+        if outside:
+            raise EngineError(
+                f"the sum of column {column!r} for key {result[key].iloc[outside[0]]!r} "
+                "exceeds the int64 range"
+            )
+        result[column] = np.array(totals.tolist(), dtype=np.int64)
+    return result
+
+
+def part_file_name(index: int) -> str:
+    """The deterministic name of partition (or shard) ``index``'s Parquet file."""
+    return f"part-{index:05d}.parquet"
+
+
+def write_parquet_file(
+    pieces: Iterable[ArrowData], directory: Path | str, file_name: str, schema: pa.Schema, attempt: str = "0"
+) -> Path | None:
+    """Stream ``pieces`` into ``directory/file_name`` as plain Parquet; ``None`` if no rows.
+
+    The file is written under a hidden temporary name (unique per ``attempt``) and renamed
+    into place, so readers never see half a file and a retried task overwrites.
+    """
+    directory = Path(directory)
+    final_path = directory / file_name
+    temporary_path = directory / f".{file_name}.{os.getpid()}-{attempt}.tmp"
+    clean_schema = schema.remove_metadata()
+    writer: pq.ParquetWriter | None = None
+    try:
+        for piece in pieces:
+            if piece.num_rows == 0:
+                continue
+            if writer is None:
+                directory.mkdir(parents=True, exist_ok=True)
+                writer = pq.ParquetWriter(temporary_path, clean_schema, compression=PARQUET_COMPRESSION)
+            writer.write_table(conform_table(piece, clean_schema))
+        if writer is None:
+            return None
+        writer.close()
+        writer = None
+        os.replace(temporary_path, final_path)
+        return final_path
+    finally:
+        if writer is not None:
+            writer.close()
+        if temporary_path.exists():
+            temporary_path.unlink()
+
+
+def write_group_files(table: pa.Table, key: str, directory: Path | str, parts: int) -> list[Path]:
+    """A driver-held ``table`` staged for ``Engine.read_groups``: hash-partitioned on ``key``
+    into at most ``parts`` files (``part-NNNNN.parquet``), each holding whole groups sorted by
+    ``key`` (the local and Beam engines' CRC-32 partitioning), as ``write_groups`` writes them,
+    without shipping the rows through an engine shuffle when the driver has them anyway."""
+    check_key(table.schema, key)
+    written = [
+        write_parquet_file([piece], directory, part_file_name(index), table.schema)
+        for index, piece in enumerate(partition_by_key(table, key, parts))
+    ]
+    return [path for path in written if path is not None]
+
+
+def read_parquet_batches(
+    path: Path | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
+) -> Iterator[pa.Table]:
+    """The rows of one Parquet file as conformed Arrow tables of at most ``batch_rows`` rows."""
+    parquet_file = pq.ParquetFile(path)
+    missing = [name for name in schema.names if name not in parquet_file.schema_arrow.names]
+    if missing:
+        raise EngineError(f"Parquet file {path} lacks the column(s) {missing}")
+    for batch in parquet_file.iter_batches(batch_size=batch_rows, columns=schema.names):
+        yield conform_table(batch, schema)

@@ -1,0 +1,122 @@
+"""Read a filter release's feature spec and records: features, label codes and owners' choices,
+with one-line errors naming the file, row (1-based data row) and column.
+
+The files are read as text (``tabular_input.read_table``: leading spaces after separators dropped,
+``recode`` applied, empty fields missing), features are encoded over the spec's public parameters
+(``transforms.filter.features``), labels over their public domains (``schemas.filter.config``) and
+choices by name. The input is only ever read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipelines.platform.config import read_yaml, validate_document
+from pipelines.platform.errors import ConfigError, InputError
+from pipelines.platform.input import apply_recode, as_missing, read_table
+from schemas.filter.config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
+from schemas.filter.features import FeatureSpec
+from transforms.core.domain_violation import DomainViolation
+from transforms.filter.features import encode_features, encode_label
+
+
+@dataclass(frozen=True)
+class FilterRecords:
+    """Records read for a filter release: the text frame, the feature matrix, each label's codes
+    (only the labels asked for) and the features clipped to their bounds."""
+
+    frame: pd.DataFrame
+    features: np.ndarray
+    labels: dict[str, np.ndarray]
+    clipped: dict[str, int]
+
+
+def read_feature_spec(path: Path) -> FeatureSpec:
+    document = read_yaml(path, "feature spec")
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: a feature spec must be a mapping with the key 'features'")
+    return validate_document(FeatureSpec, document, str(path))
+
+
+def check_label_columns(config: FilterConfig, spec: FeatureSpec) -> None:
+    """A private label's column must not be a feature (the release would carry it in clear)."""
+    features = set(spec.names)
+    for choice in config.choices:
+        column = config.labels[choice.private].column
+        if column in features:
+            raise ConfigError(
+                f"choice {choice.name!r}: the private label {choice.private!r} is read from column "
+                f"{column!r}, which is also a feature; remove it from the feature spec"
+            )
+
+
+def label_codes(column: pd.Series, definition: LabelDefinition, name: str) -> np.ndarray:
+    """Codes (positions in ``definition.classes``) of a label column; ``DomainViolation`` for a missing
+    value, a value outside the categories or groups, or a non-number under ``above``."""
+    if definition.categories is not None:
+        return encode_label(column, definition.categories, name)
+    column = column.reset_index(drop=True)
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise DomainViolation(int(np.flatnonzero(missing)[0]), name, "missing label (null/NaN)")
+    if definition.groups is not None:
+        lookup = {value: code for code, members in enumerate(definition.groups.values()) for value in members}
+        text = column.astype(str)
+        codes = text.map(lookup)
+        unknown = codes.isna().to_numpy()
+        if unknown.any():
+            row = int(np.flatnonzero(unknown)[0])
+            raise DomainViolation(row, name, f"value {text.iloc[row]!r} is in none of the label's groups")
+        return codes.to_numpy(dtype=np.int64)
+    numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(numbers)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise DomainViolation(row, name, f"not a finite number: {column.iloc[row]!r}")
+    return (numbers > float(definition.above)).astype(np.int64)  # type: ignore[arg-type]
+
+
+def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[str, LabelDefinition],
+                 extra_columns: tuple[str, ...] = ()) -> FilterRecords:
+    """Read, recode, encode features and ``labels``; ``InputError`` naming file, row and column."""
+    name = str(reading.path)
+    frame = apply_recode(as_missing(read_table(reading, reading.columns or ())), reading)
+    if len(frame) == 0:
+        raise InputError(name, "no rows (empty table)")
+    needed = [*spec.names, *(definition.column for definition in labels.values()), *extra_columns]
+    for column in needed:
+        if column not in frame.columns:
+            raise InputError(name, f"no column {column!r} (columns: {', '.join(map(str, frame.columns))})")
+    try:
+        encoded = encode_features(frame, spec)
+        codes = {label: label_codes(frame[definition.column], definition, definition.column)
+                 for label, definition in labels.items()}
+    except DomainViolation as error:
+        raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
+    return FilterRecords(frame, encoded.matrix, codes, encoded.clipped)
+
+
+def choice_codes(frame: pd.DataFrame, reading: FilterInput, config: FilterConfig) -> np.ndarray:
+    """Each record's choice as a position in ``config.choices``: from the choice column (an empty
+    value takes ``default_choice`` when there is one), or ``config.fallback_choice`` for all."""
+    names = config.choice_names
+    if reading.choice_column is None:
+        return np.full(len(frame), names.index(config.fallback_choice or names[0]), dtype=np.int64)
+    column = frame[reading.choice_column].reset_index(drop=True)
+    if config.default_choice is not None:
+        column = column.where(column.notna(), config.default_choice)
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise InputError(str(reading.path), "no choice (and no default_choice in the config)",
+                         row=int(np.flatnonzero(missing)[0]) + 1, column=reading.choice_column)
+    codes = np.asarray(pd.Categorical(column.astype(str), categories=names).codes, dtype=np.int64)
+    unknown = codes < 0
+    if unknown.any():
+        row = int(np.flatnonzero(unknown)[0])
+        raise InputError(str(reading.path), f"unknown choice {column.iloc[row]!r} (choices: {', '.join(names)})",
+                         row=row + 1, column=reading.choice_column)
+    return codes

@@ -1,0 +1,486 @@
+"""The filter release (one shared VAE, one linear latent filter per choice), written once over the
+engine interface; and ``train-encoder``, its phase 1.
+
+Chen, Navidi, Rajagopal, "Generating private data with user customization"; the mathematics is in
+``transforms/filter`` (``privatization.py`` is the per-record computation every engine runs).
+
+``train_encoder``: read the collector's training records, encode their features over the public
+spec, train the VAE with keyed randomness and store it in the lake (``model_store.py``).
+
+``run_filter_release``:
+
+1. Before any record is read: the feature spec, the encoder artifact (``latest`` or an id), and,
+   when every choice caps its label sensitivity, the guarantee from the caps alone, reserved in
+   the ledger.
+2. While the engine starts: train each choice's filter on the training records (frozen encoder,
+   keyed draws); without caps the guarantee comes from the trained filters and is reserved now,
+   still before the records to release are read; then read those records (one line naming file,
+   row and column for a bad value, an unknown choice, a choice with no records) and stage them.
+3. Privatize on the engine: ``map_batches`` over the staged records (files of contiguous
+   records, read by the workers themselves: ``read_groups`` on ``record``), the VAE and the
+   filters in the side value; the workers write the release's Parquet in the same pass.
+4. Validate (GX), evaluate on a keyed sample (retrained adversaries, raw vs privatized vs the
+   Gaussian baseline at equal distortion), publish data and manifest in one Iceberg commit.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.engines.base import Engine
+from pipelines.filter.blocks import (
+    PrivatizationSide,
+    compact_features,
+    feature_columns,
+    output_schema,
+    privatized_rows,
+    staged_schema,
+)
+from pipelines.filter.input import (
+    FilterRecords,
+    check_label_columns,
+    choice_codes,
+    read_feature_spec,
+    read_records,
+)
+from pipelines.filter.validation import validate_filter_output
+from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
+from pipelines.platform.input import file_fingerprint
+from pipelines.platform.lake import Lake
+from pipelines.platform.ledger import PrivacyLedger
+from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore, StoredModel
+from pipelines.platform.release import (
+    ReleaseOutcome,
+    StageTimer,
+    code_version,
+    engine_in_background,
+    finish_release,
+    guarded_release,
+    release_secret,
+    reserve_budget,
+    start_release,
+)
+from schemas.filter.config import FilterConfig
+from schemas.filter.expectations import FILTER_RECORD_COLUMN
+from schemas.filter.features import FeatureSpec
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.accounting import filter_privacy_summary, sensitivity_privacy_summary
+from transforms.filter.features import feature_fingerprint, feature_layout, feature_spec_sha256
+from transforms.filter.latent_filter import FilterTrainingConfig, LinearLatentFilter, train_latent_filter
+from transforms.filter.vae import (
+    VaeArchitecture,
+    VaeArtifact,
+    VaeTrainingConfig,
+    configure_deterministic_torch,
+    encode_latents,
+    train_vae,
+    training_summary,
+)
+
+FILTER_WORKER_MODULES = ("pipelines.filter.blocks",)
+PURPOSE_VAE_TRAINING = "filter-vae-training"
+PURPOSE_FILTER_TRAINING = "filter-training"
+PURPOSE_FILTER_SAMPLE = "filter-training-sample"
+PRIVACY_UNIT = (
+    "the private label of one record, given the record's latent code: the filter's use of the label "
+    "(Renyi DP of the Gaussian label shift); what the features themselves say about the label is not covered"
+)
+NOT_COVERED = [
+    "what a record's features (through its latent code z) already reveal about its private label: the "
+    "Renyi bound holds z fixed; the adversarial training and the evaluation measure this association",
+    "the features themselves: they are released after a VAE round trip, not under differential privacy",
+    "the training records: the VAE and the filters are fitted to them without differential privacy "
+    "(a release whose input is the training file is not covered for those records' labels either)",
+    "the evaluation figures in the manifest (computed from raw labels: an internal report)",
+]
+
+
+# ---- phase 1: the shared encoder ----------------------------------------------------------------
+
+
+def _training_labels(config: FilterConfig) -> dict[str, Any]:
+    used = {label for choice in config.choices for label in (choice.private, choice.utility)}
+    return {name: config.labels[name] for name in sorted(used)}
+
+
+def _read_spec(config: FilterConfig) -> FeatureSpec:
+    spec = read_feature_spec(config.feature_spec)
+    check_label_columns(config, spec)
+    clashes = sorted(set(config.labels) & set(spec.names))
+    if clashes:
+        raise ConfigError(f"labels: {clashes[0]!r} is also a feature's name; release columns must differ")
+    return spec
+
+
+def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train the shared VAE on the training records' features and store it in the lake; returns the
+    stored model's summary (its ``artifact_id`` is what configs and manifests name)."""
+    timer = StageTimer(progress)
+    spec = _read_spec(config)
+    with timer.stage("read training records"):
+        records = read_records(config.training, spec, {})
+    secret, secret_source = release_secret()
+    settings = config.encoder
+    architecture = VaeArchitecture(feature_layout(spec), settings.latent_dimension, tuple(settings.hidden_widths),
+                                   settings.numeric_noise_scale)
+    training = VaeTrainingConfig(**settings.training.model_dump())
+    fingerprint = {**feature_fingerprint(records.features, spec),
+                   "file_sha256": file_fingerprint(config.training.path).removeprefix("sha256:")}
+    configure_deterministic_torch(1)
+    with timer.stage("train the VAE"):
+        trained = train_vae(records.features, architecture,
+                            keyed_generator(secret, config.dataset, PURPOSE_VAE_TRAINING, fingerprint["features_sha256"]),
+                            training)
+    artifact = VaeArtifact(trained.model, spec, fingerprint, training_summary(training, trained))
+    data = artifact.to_bytes()
+    artifact_id = artifact.artifact_id
+    description = {
+        "data_fingerprint": fingerprint,
+        "training": artifact.training,
+        "architecture": architecture.to_dict() | {"layout": None},
+        "secret_source": secret_source,
+        "code_version": code_version(),
+        "timings": dict(timer.timings),
+    }
+    with Lake(config.lake) as lake:
+        store = ModelStore(lake)
+        store.store(artifact_id, data, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec), description)
+        return store.model(artifact_id).summary()
+
+
+# ---- the release --------------------------------------------------------------------------------
+
+
+def _best_epsilon(summary: dict[str, Any]) -> float:
+    """The smaller of two valid ``ε`` at the same ``δ``: the RDP conversion and the exact (analytic)
+    Gaussian one (``filter_accounting``); ``∞`` when neither is finite."""
+    values = [value for value in (summary["epsilon"], summary["epsilon_exact_gaussian"]) if value is not None]
+    return min(values) if values else math.inf
+
+
+def _headline(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The release's guarantee: the weakest choice's (records of different choices are disjoint,
+    and each record is filtered once, so the choices compose in parallel); ``epsilon_rdp`` per
+    order is the largest over the choices."""
+    worst = max(_best_epsilon(summary) for summary in summaries)
+    epsilon_rdp = {}
+    for order in summaries[0]["epsilon_rdp"]:
+        values = [summary["epsilon_rdp"][order] for summary in summaries]
+        epsilon_rdp[order] = None if any(value is None for value in values) else max(values)
+    return {"epsilon": None if math.isinf(worst) else worst, "delta": summaries[0]["delta"],
+            "epsilon_rdp": epsilon_rdp}
+
+
+def capped_guarantee(config: FilterConfig) -> dict[str, Any] | None:
+    """The guarantee from the choices' sensitivity caps alone (``None`` if a choice has no cap)."""
+    caps = [choice.max_sensitivity for choice in config.choices]
+    if any(cap is None for cap in caps):
+        return None
+    privacy = config.privacy
+    return _headline([sensitivity_privacy_summary(float(cap), privacy.delta, privacy.orders, privacy.conversion)
+                      for cap in caps])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class TrainedChoice:
+    latent_filter: LinearLatentFilter
+    distortion: float
+    training_records: int
+    final_epoch: dict[str, float]
+    seconds: float
+
+
+def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndarray, training: FilterRecords,
+                   secret: bytes, release_id: str, timer: StageTimer) -> list[TrainedChoice]:
+    """Each choice's filter on the training records' posterior ``(mean, log_variance)``."""
+    rows = mean.shape[0]
+    settings = config.filter_training
+    trained = []
+    for choice in config.choices:
+        stage = f"train filter {choice.name}"
+        with timer.stage(stage):
+            keep = np.arange(rows)
+            if settings.max_records is not None and rows > settings.max_records:
+                sample = keyed_generator(secret, release_id, PURPOSE_FILTER_SAMPLE, choice.name)
+                keep = np.sort(sample.choice(rows, size=settings.max_records, replace=False))
+            private = training.labels[choice.private][keep]
+            utility = training.labels[choice.utility][keep]
+            result = train_latent_filter(
+                mean[keep], log_variance[keep], private, utility,
+                len(config.labels[choice.private].classes), len(config.labels[choice.utility].classes),
+                FilterTrainingConfig(
+                    budget=choice.budget, utility_weight=choice.utility_weight,
+                    privacy_objective=settings.privacy_objective, epochs=settings.epochs,
+                    batch_size=settings.batch_size, refit_every=settings.refit_every,
+                    max_sensitivity=choice.max_sensitivity,
+                ),
+                keyed_generator(secret, release_id, PURPOSE_FILTER_TRAINING, choice.name),
+            )
+        trained.append(TrainedChoice(result.latent_filter, result.distortion, int(keep.size),
+                                     dict(result.history[-1]) if result.history else {}, timer.timings[stage]))
+    return trained
+
+
+def run_filter_release(
+    config: FilterConfig,
+    *,
+    engine_name: str | None = None,
+    master: str | None = None,
+    release_id: str | None = None,
+    engine: Engine | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ReleaseOutcome:
+    """Run one filter release end to end and return its id, status and manifest."""
+    opening = start_release(config.lake, config.dataset, release_id, progress)
+    if opening.published is not None:
+        return opening.published
+    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
+    spec = _read_spec(config)
+    store = ModelStore(lake)
+    encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
+    artifact_id = encoder.artifact_id
+    ledger = PrivacyLedger(lake)
+    budget = config.privacy.budget
+    preview = capped_guarantee(config)
+    reserved = [False]
+    if preview is not None:
+        reserve_budget(ledger, config.dataset, release_id, preview["epsilon"], preview["delta"], budget, "filter")
+        reserved[0] = budget is not None
+
+    def run() -> ReleaseOutcome:
+        secret, secret_source = release_secret()
+        with engine_in_background(engine, config.engine, engine_name, master, FILTER_WORKER_MODULES) as wait:
+            configure_deterministic_torch(1)
+            with timer.stage("load encoder"):
+                artifact_bytes = store.load(artifact_id)
+                artifact = VaeArtifact.from_bytes(artifact_bytes)
+            with timer.stage("read training records"):
+                training = read_records(config.training, spec, _training_labels(config))
+            training_mean, training_log_variance = encode_latents(artifact.model, training.features)
+            trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id,
+                                     timer)
+            privacy = config.privacy
+            summaries = [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
+                         for choice in trained]
+            guarantee = preview or _headline(summaries)
+            if preview is None:
+                if guarantee["epsilon"] is None:
+                    raise PrivlakeError(
+                        "a trained filter's label sensitivity is infinite (its noise does not cover the label "
+                        "shift): set max_sensitivity on the choices"
+                    )
+                reserve_budget(ledger, config.dataset, release_id, guarantee["epsilon"], guarantee["delta"],
+                               budget, "filter")
+                reserved[0] = budget is not None
+            prepared = _prepare(config, spec, lake, release_id, timer)
+            with timer.stage("wait for engine"):
+                started_engine = wait()
+            side = PrivatizationSide(
+                artifact_bytes, artifact_id, tuple(choice.latent_filter for choice in trained),
+                tuple(config.choice_names), tuple(choice.utility for choice in config.choices),
+                {label: config.labels[label].classes for label in _utility_labels(config)},
+                secret, release_id,
+            )
+            return _run_on_engine(config, spec, encoder, artifact, trained, summaries, guarantee, prepared, side,
+                                  started_engine, lake, release_id, started, timer, secret, secret_source,
+                                  training_log_variance)
+
+    def refund() -> None:
+        if reserved[0]:
+            ledger.refund(config.dataset, release_id)
+
+    return guarded_release(lake, release_id, refund, run)
+
+
+def _utility_labels(config: FilterConfig) -> list[str]:
+    return list(dict.fromkeys(choice.utility for choice in config.choices))
+
+
+STAGED_ROWS_PER_FILE = 262_144
+STAGED_FILES_FROM_ROWS = 8_192
+
+
+def staged_file_count(rows: int, parallelism: int) -> int:
+    """Files of contiguous records for the engine to read in parallel: at least one per core once
+    there is work for several, and none larger than ``STAGED_ROWS_PER_FILE`` rows (an engine reads a
+    file as at most a few splits, so one small file would keep one core busy and the others idle)."""
+    wanted = max(parallelism if rows >= STAGED_FILES_FROM_ROWS else 1, -(-rows // STAGED_ROWS_PER_FILE))
+    return max(1, min(wanted, rows))
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    table: pa.Table
+    staging_folder: Path
+    records: FilterRecords
+    choices: np.ndarray
+    private: np.ndarray
+    utility: np.ndarray
+    fingerprint: str
+
+
+def _prepare(config: FilterConfig, spec: FeatureSpec, lake: Lake, release_id: str, timer: StageTimer) -> PreparedInput:
+    settings = config.input
+    extra = (settings.choice_column,) if settings.choice_column else ()
+    with timer.stage("read input"):
+        records = read_records(settings, spec, _training_labels(config), extra)
+        choices = choice_codes(records.frame, settings, config)
+        fingerprint = file_fingerprint(settings.path)
+    counts = np.bincount(choices, minlength=len(config.choices))
+    for choice, count in zip(config.choices, counts, strict=True):
+        if count == 0:
+            raise InputError(str(settings.path), f"choice {choice.name!r} has no records (an empty group): "
+                             "remove it from the config's choices")
+    rows = len(choices)
+    private = np.empty(rows, dtype=np.int32)
+    utility = np.empty(rows, dtype=np.int32)
+    for code, choice in enumerate(config.choices):
+        members = choices == code
+        private[members] = records.labels[choice.private][members]
+        utility[members] = records.labels[choice.utility][members]
+    columns: dict[str, Any] = {
+        "record": np.arange(rows, dtype=np.int64),
+        "choice": choices.astype(np.int32),
+        "private": private,
+        "utility": utility,
+    }
+    columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
+    table = pa.table(columns, schema=staged_schema(spec))
+    return PreparedInput(table, lake.staging_directory(release_id) / "input", records, choices, private, utility,
+                         fingerprint)
+
+
+def stage_records(table: pa.Table, folder: Path, parallelism: int) -> list[Path]:
+    """The compact records as files of contiguous records (whole groups of ``record``, sorted),
+    at least one per unit of the started engine's parallelism (one worker task per file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = []
+    bounds = np.linspace(0, table.num_rows, staged_file_count(table.num_rows, parallelism) + 1).astype(np.int64)
+    for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        path = folder / f"records-{number:05d}.parquet"
+        pq.write_table(table.slice(int(start), int(stop - start)), path, row_group_size=1 << 16)
+        staged.append(path)
+    return staged
+
+
+def _withheld(config: FilterConfig) -> dict[str, list[str]]:
+    utility_labels = set(_utility_labels(config))
+    return {choice.name: [choice.private] for choice in config.choices if choice.private in utility_labels}
+
+
+def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel, artifact: VaeArtifact,
+                   trained: list[TrainedChoice],
+                   summaries: list[dict[str, Any]], guarantee: dict[str, Any], prepared: PreparedInput,
+                   side: PrivatizationSide, engine: Engine, lake: Lake, release_id: str, started: datetime,
+                   timer: StageTimer, secret: bytes, secret_source: str,
+                   training_log_variance: np.ndarray) -> ReleaseOutcome:
+    out_schema = output_schema(spec, _utility_labels(config))
+    rows = len(prepared.choices)
+    with timer.stage("stage input"):
+        staged = stage_records(prepared.table, prepared.staging_folder, engine.parallelism)
+    with timer.stage("privatize"):
+        records = engine.read_groups(staged, FILTER_RECORD_COLUMN, staged_schema(spec))
+        released = engine.map_batches(records, privatized_rows, out_schema, side=side)
+        files = engine.write_parquet(released, lake.staging_root / release_id / "data", out_schema)
+    with timer.stage("validate output"):
+        released_frame = (
+            pq.ParquetDataset([str(f) for f in files]).read().to_pandas() if files else out_schema.empty_table().to_pandas()
+        )
+        kept = {choice.name: choice.utility for choice in config.choices}
+        output_validation = validate_filter_output(released_frame, spec, side.utility_classes, kept,
+                                                   _withheld(config), rows)
+    evaluation: dict[str, Any] = {}
+    if config.evaluation.enabled and output_validation.success:
+        with timer.stage("evaluate"):
+            from pipelines.filter.report import evaluation_report
+
+            evaluation = evaluation_report(config, spec, artifact, [choice.latent_filter for choice in trained],
+                                           released_frame, prepared.records, prepared.choices, prepared.private,
+                                           prepared.utility, training_log_variance, secret, release_id)
+    choices_report = []
+    counts = np.bincount(prepared.choices, minlength=len(config.choices))
+    for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):
+        choices_report.append({
+            "name": choice.name,
+            "private": choice.private,
+            "utility": choice.utility,
+            "budget": choice.budget,
+            "utility_weight": choice.utility_weight,
+            "max_sensitivity": choice.max_sensitivity,
+            "records": int(count),
+            "distortion_on_training_records": result.distortion,
+            "training_records": result.training_records,
+            "training_seconds": result.seconds,
+            "final_training_epoch": result.final_epoch,
+            "privacy": summary,
+            "filter": result.latent_filter.to_dict(),
+        })
+    manifest: dict[str, Any] = {
+        "release_id": release_id,
+        "kind": "filter",
+        "dataset": config.dataset,
+        "status": "published" if output_validation.success else "quarantined",
+        "epsilon": guarantee["epsilon"],
+        "delta": guarantee["delta"],
+        "epsilon_rdp": guarantee["epsilon_rdp"],
+        "privacy_unit": PRIVACY_UNIT,
+        "guarantee": {
+            "epsilon": guarantee["epsilon"],
+            "delta": guarantee["delta"],
+            "epsilon_rdp": guarantee["epsilon_rdp"],
+            "basis": "the choices' sensitivity caps (known before any record is read)"
+            if all(choice.max_sensitivity is not None for choice in config.choices)
+            else "the trained filters (known after training, before the released records are read)",
+            "composition": "parallel over choices (each record is filtered once, by its owner's choice): "
+                           "the release's guarantee is the weakest choice's",
+            "conversion": config.privacy.conversion,
+            "not_covered": NOT_COVERED,
+        },
+        "rows": int(len(released_frame)),
+        "input_rows": rows,
+        "model_artifact_id": side.artifact_id,
+        "encoder": {"artifact_id": side.artifact_id, "trained_at": encoder.trained_at.isoformat(),
+                    "data_fingerprint": artifact.data_fingerprint, "training": artifact.training,
+                    "architecture": {key: value for key, value in artifact.model.architecture.to_dict().items()
+                                     if key != "layout"}},
+        "choices": choices_report,
+        "clipped_values": prepared.records.clipped,
+        "engine": engine.name,
+        "input_fingerprint": prepared.fingerprint,
+        "training_fingerprint": file_fingerprint(config.training.path),
+        "config": config.model_dump(mode="json"),
+        "validation": {
+            "input": {
+                "success": True,
+                "checks": [
+                    "every feature of the spec present, no missing value, categories in their lists, numbers "
+                    "finite and inside their bounds (or clipped as the spec allows)",
+                    "every label used by a choice inside its public domain",
+                    "every record's choice is a configured choice; every configured choice has records",
+                    "no private label is read from a feature column",
+                ],
+                "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
+            },
+            "output": output_validation.to_json(),
+        },
+        "evaluation": evaluation,
+        "timings": {},
+        "code_version": code_version(),
+        "secret_source": secret_source,
+        "created_at": started.isoformat(),
+        "python": sys.version.split()[0],
+    }
+    refund = (lambda: PrivacyLedger(lake).refund(config.dataset, release_id)) if config.privacy.budget is not None else None
+    return finish_release(lake, release_id, "filter", files, out_schema, manifest, output_validation.success,
+                          output_validation.first_line(), timer, refund)
+

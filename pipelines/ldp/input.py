@@ -1,0 +1,224 @@
+"""Read an ldp release's mechanism catalog and reports, with one-line errors.
+
+The catalog is a JSON mapping of mechanism name to spec (``transforms.ldp.mechanisms``
+``to_spec()``), optionally under a top-level ``"mechanisms"`` key. The reports table has one row
+per user: ``(user_id, mechanism, report)``, where ``mechanism`` is a catalog name and ``report``
+is an index into that mechanism's output alphabet, or for RAPPOR the bit vector written as a
+string of ``0``/``1`` characters (character ``x`` is bit ``x``).
+
+Problems are reported with the file, row (1-based data row) and column: an unknown mechanism,
+a report outside its mechanism's output alphabet, a bit vector of the wrong length, an invalid
+spec (e.g. ε ≤ 0), mechanisms over different secret alphabets, and a mix the chosen estimator
+cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.platform.errors import ConfigError, InputError
+from pipelines.platform.input import files_digest, read_input_table
+from schemas.ldp.config import LdpInput, SecretLayout
+from schemas.ldp.tables import LDP_MECHANISM_CODE
+from schemas.tables import ROW_NUMBER
+from transforms.ldp.mechanisms import BASIC_RAPPOR, BasicRappor, Mechanism, mechanism_from_spec
+
+CANONICAL = ("user_id", "mechanism", "report")
+_INTEGER_TEXT = r"\s*[+-]?\d{1,18}\s*"
+
+
+@dataclass(frozen=True)
+class MechanismCatalog:
+    """The catalog's mechanisms in sorted name order; a mechanism's code is its position."""
+
+    names: tuple[str, ...]
+    mechanisms: tuple[Mechanism, ...]
+    specs: tuple[dict[str, Any], ...]
+
+    @property
+    def bit_vectors(self) -> bool:
+        return isinstance(self.mechanisms[0], BasicRappor)
+
+    @property
+    def input_size(self) -> int:
+        return int(self.mechanisms[0].input_size)
+
+    @property
+    def output_sizes(self) -> np.ndarray:
+        if self.bit_vectors:
+            return np.full(len(self.names), self.input_size, dtype=np.int64)
+        return np.array([int(mechanism.output_size) for mechanism in self.mechanisms], dtype=np.int64)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(zip(self.names, self.specs, strict=True))
+
+
+def read_mechanism_catalog(path: Path, secrets: SecretLayout) -> MechanismCatalog:
+    """The catalog at ``path``, checked: valid specs, one secret alphabet (matching ``secrets``
+    when its size is given), and RAPPOR not mixed with matrix mechanisms."""
+    name = str(path)
+    if not path.is_file():
+        raise InputError(name, "mechanism catalog not found")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(name, f"the mechanism catalog is not valid JSON: {error}") from None
+    if isinstance(document, dict) and isinstance(document.get("mechanisms"), dict):
+        document = document["mechanisms"]
+    if not isinstance(document, dict) or not document:
+        raise InputError(name, "the mechanism catalog must be a non-empty JSON mapping of name to spec")
+    names = tuple(sorted(document))
+    mechanisms, specs = [], []
+    for mechanism_name in names:
+        spec = document[mechanism_name]
+        try:
+            mechanism = mechanism_from_spec(spec)
+        except (ValueError, TypeError) as error:
+            raise InputError(name, f"mechanism {mechanism_name!r}: {error}") from None
+        mechanisms.append(mechanism)
+        specs.append(mechanism.to_spec())
+    sizes = {mechanism_name: int(m.input_size) for mechanism_name, m in zip(names, mechanisms, strict=True)}
+    if len(set(sizes.values())) > 1:
+        first, other = names[0], next(n for n in names if sizes[n] != sizes[names[0]])
+        raise InputError(
+            name,
+            f"mechanisms take different secret alphabets: {first!r} has {sizes[first]} secrets, "
+            f"{other!r} has {sizes[other]}",
+        )
+    kinds = {mechanism.name == BASIC_RAPPOR for mechanism in mechanisms}
+    if len(kinds) > 1:
+        raise InputError(name, "RAPPOR (bit-vector reports) cannot be mixed with integer-report mechanisms in one catalog")
+    expected = secrets.size
+    if expected is not None and expected != sizes[names[0]]:
+        raise InputError(
+            name, f"the mechanisms take {sizes[names[0]]} secrets but the config's secrets layout has {expected}"
+        )
+    if secrets.layout == "grid":
+        for mechanism_name, mechanism in zip(names, mechanisms, strict=True):
+            shape = (getattr(mechanism, "rows", None), getattr(mechanism, "columns", None))
+            if shape != (None, None) and shape != (secrets.rows, secrets.columns):
+                raise InputError(
+                    name,
+                    f"mechanism {mechanism_name!r} is over a {shape[0]} x {shape[1]} grid, "
+                    f"the config's secrets are {secrets.rows} x {secrets.columns}",
+                )
+    return MechanismCatalog(names, tuple(mechanisms), tuple(specs))
+
+
+def check_estimator_fits(catalog: MechanismCatalog, method: str, catalog_path: Path) -> None:
+    """Refuse, with the reason and the way out, a mix of mechanisms the estimator cannot take."""
+    if method == "rap_m" and not catalog.bit_vectors:
+        raise ConfigError(f"{catalog_path}: estimator rap_m needs RAPPOR reports; these mechanisms are not RAPPOR (use gibu)")
+    if method in ("inv_m", "ibu_m"):
+        if catalog.bit_vectors:
+            raise ConfigError(
+                f"{catalog_path}: estimator {method} needs one output alphabet of integer reports; RAPPOR's "
+                "has 2^k bit vectors (use rap_m or gibu)"
+            )
+        sizes = catalog.output_sizes
+        if len(set(sizes.tolist())) > 1:
+            first = catalog.names[0]
+            other = catalog.names[int(np.flatnonzero(sizes != sizes[0])[0])]
+            raise ConfigError(
+                f"{catalog_path}: estimator {method} needs one output alphabet, but mechanism {first!r} reports "
+                f"0..{sizes[0] - 1} and {other!r} reports 0..{sizes[catalog.names.index(other)] - 1}; "
+                "use estimator.method: gibu, which takes any mix"
+            )
+
+
+def reports_fingerprint(settings: LdpInput) -> str:
+    """SHA-256 of the reports file, the catalog file and the column mapping."""
+    digest = files_digest([settings.path, settings.catalog], separator=b"\0")
+    digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def read_ldp_reports(settings: LdpInput) -> pd.DataFrame:
+    """The reports as ``user_id, mechanism, report, row_number`` (report as read: integers, or
+    text for CSV and bit vectors). Parse-level problems raise ``InputError``."""
+    mapping = settings.columns.model_dump()
+    wanted = list(dict.fromkeys(mapping[key] for key in CANONICAL))
+    table = read_input_table(settings, wanted, dictionary_columns=(mapping["mechanism"],))
+    name = str(settings.path)
+    if table.num_rows == 0:
+        raise InputError(name, "no rows (empty input)")
+    frame = table.to_pandas()
+    reports = pd.DataFrame(
+        {
+            "user_id": frame[mapping["user_id"]],
+            "mechanism": frame[mapping["mechanism"]],
+            "report": frame[mapping["report"]],
+        }
+    )
+    reports[ROW_NUMBER] = np.arange(1, len(reports) + 1, dtype=np.int64)
+    return reports
+
+
+def canonical_reports(reports: pd.DataFrame, catalog: MechanismCatalog, settings: LdpInput) -> pd.DataFrame:
+    """``(mechanism_code, report)`` for the engines, after checking every report lies in its
+    mechanism's output alphabet (run after the validation gate: no nulls, known mechanisms)."""
+    name = str(settings.path)
+    column = settings.columns.report
+    codes = pd.Categorical(reports["mechanism"], categories=list(catalog.names)).codes.astype(np.int32)
+    raw = reports["report"]
+    rows = reports[ROW_NUMBER].to_numpy()
+    if catalog.bit_vectors:
+        text = raw.astype(str)
+        lengths = text.str.len().to_numpy()
+        wrong_length = lengths != catalog.input_size
+        if wrong_length.any():
+            position = int(np.flatnonzero(wrong_length)[0])
+            raise InputError(
+                name,
+                f"bit vector of length {lengths[position]}; mechanism {reports['mechanism'].iloc[position]!r} "
+                f"reports {catalog.input_size} bits",
+                row=int(rows[position]),
+                column=column,
+            )
+        not_bits = ~text.str.fullmatch(r"[01]*").to_numpy(dtype=bool)
+        if not_bits.any():
+            position = int(np.flatnonzero(not_bits)[0])
+            raise InputError(name, f"{text.iloc[position]!r} is not a bit vector of 0s and 1s",
+                             row=int(rows[position]), column=column)
+        values: Any = text.to_numpy(dtype=object)
+    else:
+        values = _integer_reports(raw, rows, name, column)
+        limits = catalog.output_sizes[codes]
+        outside = (values < 0) | (values >= limits)
+        if outside.any():
+            position = int(np.flatnonzero(outside)[0])
+            mechanism_name = catalog.names[codes[position]]
+            raise InputError(
+                name,
+                f"report {values[position]} is outside mechanism {mechanism_name!r}'s output alphabet "
+                f"0..{limits[position] - 1}",
+                row=int(rows[position]),
+                column=column,
+            )
+    return pd.DataFrame({LDP_MECHANISM_CODE: codes, "report": values})
+
+
+def _integer_reports(raw: pd.Series, rows: np.ndarray, name: str, column: str) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(raw):
+        raise InputError(name, "reports must be integers or bit-vector text, not booleans", column=column)
+    if pd.api.types.is_integer_dtype(raw):
+        return raw.to_numpy(dtype=np.int64)
+    if pd.api.types.is_float_dtype(raw):
+        numbers = raw.to_numpy(dtype=np.float64)
+        fractional = numbers != np.floor(numbers)
+        if fractional.any():
+            position = int(np.flatnonzero(fractional)[0])
+            raise InputError(name, f"report {numbers[position]!r} is not an integer", row=int(rows[position]), column=column)
+        return numbers.astype(np.int64)
+    text = raw.astype(str)
+    integer = text.str.fullmatch(_INTEGER_TEXT).to_numpy(dtype=bool)
+    if not integer.all():
+        position = int(np.flatnonzero(~integer)[0])
+        raise InputError(name, f"report {text.iloc[position]!r} is not an integer", row=int(rows[position]), column=column)
+    return text.astype(np.int64).to_numpy()

@@ -1,0 +1,478 @@
+"""The lake: released data as Apache Iceberg tables, committed atomically with their manifests.
+
+DESIGN.md, "Releases and the lake": executors write Parquet files to a staging folder; the
+driver validates them and then makes the whole release visible in *one* Iceberg commit, or
+sends it to quarantine. A release is either wholly visible or not at all, and publishing the
+same release id twice does not publish twice.
+
+Layout of an embedded lake (``Lake(root)``)::
+
+    root/catalog.db       SQLite ``SqlCatalog`` (pyiceberg) holding the table pointers
+    root/warehouse/       Iceberg tables: ``releases.<table>`` (one per release) and the
+                          ``privlake.ledger`` table of :mod:`pipelines.platform.ledger`
+    root/staging/<id>/    Parquet written by the engines for a release still in flight
+    root/quarantine/<id>/ files and ``manifest.json`` of a release that failed validation
+
+On a cluster the catalog is any pyiceberg catalog (REST, Hive, Glue, SQL on Postgres) given by
+its properties (:meth:`Lake.from_catalog_properties`); ``root`` then only holds staging and
+quarantine, and must be a file system the executors and the driver share.
+
+How a release becomes visible (:meth:`Lake.publish`):
+
+1. The release's table ``releases.<name>`` is opened with a *create-table transaction*
+   (``Catalog.create_table_transaction``): nothing exists in the catalog until it commits.
+2. The staged files are moved (a rename on one local file system, a copy through the table's
+   ``FileIO`` otherwise) into ``<table location>/data/<attempt>/`` so the staging folder can be
+   removed, and an Iceberg table owns every file it references.
+3. In that same transaction, ``add_files`` registers the files (schema checked against the
+   release schema first, so a bad file gives one clear line), and the table properties carry
+   the manifest (JSON), release id, kind and publication time; the snapshot summary carries
+   the release id and kind as well.
+4. ``commit_transaction`` creates the table together with its first snapshot: one catalog
+   commit (``AssertCreate``). Two concurrent publishers of the same id cannot both win; the
+   loser gets :class:`ReleaseAlreadyPublished`. If anything fails before the commit lands, the
+   moved files go back to staging and nothing is visible.
+
+A table under ``releases`` without the manifest property is an *orphan* (left by a tool or a
+crash that created the table outside this protocol); publishing its release id replaces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+
+RELEASES_NAMESPACE = "releases"
+MANIFEST_PROPERTY = "privlake.manifest"
+RELEASE_ID_PROPERTY = "privlake.release-id"
+KIND_PROPERTY = "privlake.kind"
+PUBLISHED_AT_PROPERTY = "privlake.published-at"
+ATTEMPT_PROPERTY = "privlake.publish-attempt"
+EMBEDDED_CATALOG_NAME = "privlake"
+_UNSAFE_TABLE_CHARACTERS = re.compile(r"[^a-z0-9_]")
+_FORBIDDEN_RELEASE_ID = re.compile(r"[/\\\x00]")
+
+
+class LakeError(RuntimeError):
+    """The lake refused or could not complete an operation (message: one line)."""
+
+
+class ReleaseAlreadyPublished(LakeError):
+    """The release id is already visible in the lake; publishing it again is refused."""
+
+    def __init__(self, release_id: str) -> None:
+        super().__init__(f"release '{release_id}' is already published")
+        self.release_id = release_id
+
+
+class ReleaseFilesInvalid(LakeError):
+    """A staged file is missing or does not match the release schema."""
+
+
+class UnknownRelease(KeyError):
+    """No published release has this id."""
+
+    def __init__(self, release_id: str) -> None:
+        super().__init__(release_id)
+        self.release_id = release_id
+
+    def __str__(self) -> str:
+        return f"no published release has id '{self.release_id}'"
+
+
+@dataclass(frozen=True)
+class PublishedRelease:
+    """What the catalog knows about one published release."""
+
+    release_id: str
+    kind: str
+    table: str
+    published_at: datetime
+    rows: int
+    manifest: dict[str, Any]
+
+
+def check_release_id(release_id: str) -> str:
+    """A release id is a non-empty name usable as a folder name (no path separators)."""
+    if not isinstance(release_id, str) or not release_id.strip() or release_id != release_id.strip():
+        raise ValueError(f"invalid release id {release_id!r}: must be a non-empty name without surrounding spaces")
+    if _FORBIDDEN_RELEASE_ID.search(release_id) or release_id.startswith("."):
+        raise ValueError(f"invalid release id {release_id!r}: must not contain '/', '\\' or start with '.'")
+    return release_id
+
+
+def release_table_name(release_id: str) -> str:
+    """The Iceberg table name of a release: the id itself when it is already a safe lower-case
+    identifier (``[a-z0-9_]``, not starting with a digit); otherwise the id with unsafe
+    characters replaced by ``_`` plus 10 hex digits of its SHA-256, so that ids differing only
+    in punctuation or case (which catalogs such as Glue and Hive fold) never share a table."""
+    check_release_id(release_id)
+    cleaned = _UNSAFE_TABLE_CHARACTERS.sub("_", release_id.lower())
+    if cleaned == release_id and not cleaned[0].isdigit():
+        return cleaned
+    if cleaned[0].isdigit():
+        cleaned = "r_" + cleaned
+    digest = hashlib.sha256(release_id.encode("utf-8")).hexdigest()[:10]
+    return f"{cleaned[:100]}_{digest}"
+
+
+def _local_path(location: str) -> Path | None:
+    """The local path of a ``file://`` URI or a plain path; ``None`` for object storage."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(url2pathname(parsed.path))
+    return None
+
+
+def _manifest_json(manifest: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(manifest, sort_keys=True)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the release manifest is not JSON-serializable: {error}") from error
+
+
+class Lake:
+    """An Iceberg lake of releases (see the module docstring for the layout and protocol)."""
+
+    def __init__(self, root: Path | str) -> None:
+        root_path = Path(root).expanduser().resolve()
+        warehouse = root_path / "warehouse"
+        warehouse.mkdir(parents=True, exist_ok=True)
+        catalog = SqlCatalog(
+            EMBEDDED_CATALOG_NAME,
+            uri=f"sqlite:///{root_path / 'catalog.db'}?timeout=60",
+            warehouse=warehouse.as_uri(),
+        )
+        self._setup(root_path, catalog)
+
+    @classmethod
+    def from_catalog_properties(cls, name: str, properties: Mapping[str, str], root: Path | str) -> Lake:
+        """A lake over any pyiceberg catalog (``type``: rest, glue, hive, sql, ... and its
+        properties, exactly as ``pyiceberg.catalog.load_catalog`` takes them). ``root`` holds
+        staging and quarantine and must be shared by the driver and the executors."""
+        lake = cls.__new__(cls)
+        lake._setup(Path(root).expanduser().resolve(), load_catalog(name, **dict(properties)))
+        return lake
+
+    def _setup(self, root: Path, catalog: Catalog) -> None:
+        self.root = root
+        self.catalog = catalog
+        self.staging_root = root / "staging"
+        self.quarantine_root = root / "quarantine"
+        for folder in (self.root, self.staging_root, self.quarantine_root):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def close(self) -> None:
+        """Release the catalog's connections (SQLite engine)."""
+        close = getattr(self.catalog, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> Lake:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- tables ---------------------------------------------------------------------------
+
+    def ensure_namespace(self, namespace: str) -> None:
+        """Create ``namespace`` unless it exists (another process may create it concurrently;
+        the SQL catalog then reports a unique-constraint error rather than "already exists")."""
+        try:
+            self.catalog.create_namespace_if_not_exists(namespace)
+        except Exception:
+            if not self.catalog.namespace_exists(namespace):
+                raise
+
+    def load_or_create_table(
+        self, namespace: str, name: str, schema: pa.Schema, properties: Mapping[str, str] | None = None
+    ) -> Table:
+        """The table ``namespace.name``, created (with its namespace) if it does not exist."""
+        self.ensure_namespace(namespace)
+        return self.catalog.create_table_if_not_exists(
+            (namespace, name), schema=schema, properties=dict(properties or {})
+        )
+
+    def release_identifier(self, release_id: str) -> tuple[str, str]:
+        """``("releases", table name)`` of a release, e.g. for Spark SQL users of the catalog."""
+        return (RELEASES_NAMESPACE, release_table_name(release_id))
+
+    def _release_table(self, release_id: str) -> Table | None:
+        """The release's table if it is published (has our manifest and id), else ``None``."""
+        try:
+            table = self.catalog.load_table(self.release_identifier(release_id))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+        stored_id = table.properties.get(RELEASE_ID_PROPERTY)
+        if stored_id is not None and stored_id != release_id:
+            raise LakeError(
+                f"release ids '{release_id}' and '{stored_id}' map to the same table "
+                f"{'.'.join(self.release_identifier(release_id))}"
+            )
+        if MANIFEST_PROPERTY not in table.properties:
+            return None
+        return table
+
+    def is_published(self, release_id: str) -> bool:
+        return self._release_table(release_id) is not None
+
+    # ---- staging --------------------------------------------------------------------------
+
+    def staging_directory(self, release_id: str) -> Path:
+        """An empty folder for the engines to write the release's Parquet files into (left-overs
+        of an earlier, interrupted attempt at the same release id are removed)."""
+        folder = self.staging_root / check_release_id(release_id)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        return folder
+
+    def discard_staging(self, release_id: str) -> None:
+        shutil.rmtree(self.staging_root / check_release_id(release_id), ignore_errors=True)
+
+    # ---- publish --------------------------------------------------------------------------
+
+    def publish(
+        self,
+        release_id: str,
+        kind: str,
+        files: list[Path],
+        arrow_schema: pa.Schema,
+        manifest: dict[str, Any],
+    ) -> None:
+        """Make the release visible in one Iceberg commit: its table, its files and its manifest.
+
+        Raises :class:`ReleaseAlreadyPublished` if the id is already published (nothing is
+        changed), :class:`ReleaseFilesInvalid` for a missing file or one whose columns or types
+        differ from ``arrow_schema`` (nothing is moved), and re-raises any other failure after
+        returning the files to where they were; in every failure case nothing is visible.
+        """
+        check_release_id(release_id)
+        manifest_text = _manifest_json(manifest)
+        sources = [Path(file) for file in files]
+        if len({str(path.resolve()) for path in sources}) != len(sources):
+            raise ReleaseFilesInvalid(f"release '{release_id}': the same file is listed twice")
+        identifier = self.release_identifier(release_id)
+        self.ensure_namespace(RELEASES_NAMESPACE)
+        self._drop_orphan_or_refuse(release_id)
+
+        attempt = uuid.uuid4().hex
+        properties = {
+            MANIFEST_PROPERTY: manifest_text,
+            RELEASE_ID_PROPERTY: release_id,
+            KIND_PROPERTY: kind,
+            PUBLISHED_AT_PROPERTY: datetime.now(UTC).isoformat(),
+            ATTEMPT_PROPERTY: attempt,
+        }
+        transaction = self.catalog.create_table_transaction(identifier, schema=arrow_schema, properties=properties)
+        release_schema = transaction.table_metadata.schema()
+        for path in sources:
+            _check_file_schema(path, release_schema)
+        data_location = f"{transaction.table_metadata.location.rstrip('/')}/data/{attempt}"
+        with self._files_moved_into(sources, data_location, release_id, attempt) as table_paths:
+            try:
+                transaction.add_files(
+                    table_paths,
+                    snapshot_properties={RELEASE_ID_PROPERTY: release_id, KIND_PROPERTY: kind},
+                )
+                transaction.commit_transaction()
+            except (CommitFailedException, TableAlreadyExistsError) as error:
+                if self.is_published(release_id):
+                    raise ReleaseAlreadyPublished(release_id) from error
+                raise
+
+    def _drop_orphan_or_refuse(self, release_id: str) -> None:
+        identifier = self.release_identifier(release_id)
+        if self.is_published(release_id):
+            raise ReleaseAlreadyPublished(release_id)
+        if self.catalog.table_exists(identifier):
+            self.catalog.drop_table(identifier)
+
+    def _landed(self, release_id: str, attempt: str) -> bool:
+        """Whether *this* attempt's commit is the one in the catalog (a commit whose outcome
+        was unknown, e.g. a lost response from a REST catalog, may have landed)."""
+        try:
+            table = self._release_table(release_id)
+        except Exception:
+            return False
+        return table is not None and table.properties.get(ATTEMPT_PROPERTY) == attempt
+
+    @contextlib.contextmanager
+    def _files_moved_into(
+        self, sources: list[Path], data_location: str, release_id: str, attempt: str
+    ) -> Iterator[list[str]]:
+        """Move (or copy, for object storage) the staged files into the table's data folder;
+        on failure before the commit landed, put them back (local) or delete the copies."""
+        local_folder = _local_path(data_location)
+        file_io = load_file_io(properties=self.catalog.properties, location=data_location)
+        moved: list[tuple[Path, str]] = []
+        try:
+            if local_folder is not None:
+                local_folder.mkdir(parents=True, exist_ok=True)
+            for index, source in enumerate(sources):
+                target_name = f"{index:05d}-{source.name}"
+                if local_folder is not None:
+                    target = local_folder / target_name
+                    shutil.move(source, target)
+                    moved.append((source, target.as_uri()))
+                else:
+                    target_uri = f"{data_location}/{target_name}"
+                    with source.open("rb") as reader, file_io.new_output(target_uri).create() as writer:
+                        shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
+                    moved.append((source, target_uri))
+            yield [target for _, target in moved]
+        except BaseException:
+            if self._landed(release_id, attempt):
+                return
+            for source, target in reversed(moved):
+                with contextlib.suppress(OSError):
+                    if local_folder is not None:
+                        shutil.move(_local_path(target), source)
+                    else:
+                        file_io.delete(target)
+            if local_folder is not None:
+                with contextlib.suppress(OSError):
+                    local_folder.rmdir()
+            raise
+
+    # ---- quarantine -----------------------------------------------------------------------
+
+    def quarantine(self, release_id: str, files: list[Path], manifest: dict[str, Any]) -> Path:
+        """Move a release that failed validation to ``quarantine/<release_id>/`` together with
+        ``manifest.json`` (which should carry the validation result under ``validation``).
+        Nothing becomes visible under ``releases``. An earlier quarantine of the same id is kept,
+        renamed ``<release_id>.superseded-<UTC time>``."""
+        check_release_id(release_id)
+        manifest_text = json.dumps(manifest, sort_keys=True, indent=2, default=str)
+        if self.is_published(release_id):
+            raise ReleaseAlreadyPublished(release_id)
+        folder = self.quarantine_root / release_id
+        if folder.exists():
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            folder.rename(self.quarantine_root / f"{release_id}.superseded-{stamp}")
+        folder.mkdir(parents=True)
+        for index, source in enumerate(Path(file) for file in files):
+            shutil.move(source, folder / f"{index:05d}-{source.name}")
+        partial = folder / "manifest.json.partial"
+        partial.write_text(manifest_text + "\n", encoding="utf-8")
+        os.replace(partial, folder / "manifest.json")
+        return folder
+
+    def quarantined_manifest(self, release_id: str) -> dict[str, Any]:
+        """The manifest of the latest quarantine of ``release_id``."""
+        path = self.quarantine_root / check_release_id(release_id) / "manifest.json"
+        if not path.exists():
+            raise KeyError(f"no quarantined release has id '{release_id}'")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def published_releases(self) -> list[PublishedRelease]:
+        """Every published release, newest first (ties broken by release id)."""
+        try:
+            identifiers = self.catalog.list_tables(RELEASES_NAMESPACE)
+        except NoSuchNamespaceError:
+            return []
+        releases = []
+        for identifier in identifiers:
+            try:
+                table = self.catalog.load_table(identifier)
+            except NoSuchTableError:
+                continue
+            if MANIFEST_PROPERTY not in table.properties:
+                continue
+            releases.append(_published_release(table, ".".join(identifier)))
+        releases.sort(key=lambda release: release.release_id)
+        releases.sort(key=lambda release: release.published_at, reverse=True)
+        return releases
+
+    def list_releases(self) -> list[dict[str, Any]]:
+        """The manifests of the published releases, newest first."""
+        return [release.manifest for release in self.published_releases()]
+
+    def release(self, release_id: str) -> PublishedRelease:
+        table = self._release_table(check_release_id(release_id))
+        if table is None:
+            raise UnknownRelease(release_id)
+        return _published_release(table, ".".join(self.release_identifier(release_id)))
+
+    def manifest(self, release_id: str) -> dict[str, Any]:
+        """The manifest committed with the release (raises :class:`UnknownRelease`)."""
+        return self.release(release_id).manifest
+
+    def read_release(self, release_id: str) -> pa.Table:
+        """The released rows, read through an Iceberg scan of the release's table."""
+        table = self._release_table(check_release_id(release_id))
+        if table is None:
+            raise UnknownRelease(release_id)
+        return table.scan().to_arrow()
+
+
+def _published_release(table: Table, name: str) -> PublishedRelease:
+    properties = table.properties
+    snapshot = table.current_snapshot()
+    rows = 0
+    if snapshot is not None and snapshot.summary is not None:
+        rows = int(snapshot.summary["total-records"] or 0)
+    return PublishedRelease(
+        release_id=properties[RELEASE_ID_PROPERTY],
+        kind=properties.get(KIND_PROPERTY, ""),
+        table=name,
+        published_at=datetime.fromisoformat(properties[PUBLISHED_AT_PROPERTY]),
+        rows=rows,
+        manifest=json.loads(properties[MANIFEST_PROPERTY]),
+    )
+
+
+def _check_file_schema(path: Path, schema: Schema) -> None:
+    """One-line refusal when a staged Parquet file is missing or its columns or types differ
+    from the release schema (pyiceberg's own check prints a table to stdout instead)."""
+    if not path.is_file():
+        raise ReleaseFilesInvalid(f"{path}: staged file does not exist")
+    try:
+        file_arrow_schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as error:
+        raise ReleaseFilesInvalid(f"{path}: not a readable Parquet file ({error})") from error
+    expected = {field.name: field for field in schema.fields}
+    extra = [name for name in file_arrow_schema.names if name not in expected]
+    if extra:
+        raise ReleaseFilesInvalid(f"{path}: column(s) {', '.join(map(repr, extra))} are not in the release schema")
+    file_schema = pyarrow_to_schema(file_arrow_schema, name_mapping=schema.name_mapping)
+    for name, field in expected.items():
+        if name not in file_arrow_schema.names:
+            raise ReleaseFilesInvalid(f"{path}: column '{name}' of the release schema is missing")
+        found = file_schema.find_field(field.field_id)
+        if found.field_type != field.field_type:
+            raise ReleaseFilesInvalid(
+                f"{path}: column '{name}' has type {found.field_type}, the release schema says {field.field_type}"
+            )
+        if field.required and not found.required:
+            raise ReleaseFilesInvalid(f"{path}: column '{name}' is nullable, the release schema requires it")

@@ -1,0 +1,68 @@
+"""Read a tabular release's schema and records, encode them over the schema's public domains, with
+one-line errors naming the file, row (1-based data row) and column.
+
+The file is read as text (so a numeric column holding text is caught with its row), leading spaces
+after separators are dropped (Adult writes ``", "``), ``recode`` maps spellings to the schema's
+categories, and ``transforms.tabular.encoding`` turns each value into its code — categories by
+the schema's list, numbers by the schema's bins — raising for a value outside its public domain
+(or clipping it, when the schema says so). The input is only ever read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipelines.platform.errors import ConfigError, InputError
+from pipelines.platform.input import apply_recode, as_missing, read_table
+from schemas.base import TableReading
+from schemas.tabular.schema import NumericAttribute, TabularSchema, load_tabular_schema
+from transforms.tabular.encoding import ColumnMismatch, DomainViolation, EncodedRecords, encode_records
+
+
+@dataclass(frozen=True)
+class TabularRecords:
+    frame: pd.DataFrame
+    encoded: EncodedRecords
+
+
+def read_schema(path: Path) -> TabularSchema:
+    if not path.is_file():
+        raise ConfigError(f"{path}: schema file not found")
+    try:
+        return load_tabular_schema(path)
+    except ValueError as error:
+        raise ConfigError(str(error).splitlines()[0]) from None
+
+
+def read_tabular_records(reading: TableReading, schema: TabularSchema) -> TabularRecords:
+    """Read, recode and encode; ``InputError`` for an unknown or missing column, an empty table, a
+    value outside its public domain, text in a numeric column or a missing value."""
+    name = str(reading.path)
+    frame = apply_recode(as_missing(read_table(reading, schema.names)), reading)
+    if len(frame) == 0:
+        raise InputError(name, "no rows (empty table)")
+    try:
+        encoded = encode_records(frame, schema)
+    except ColumnMismatch as error:
+        raise InputError(name, str(error)) from None
+    except DomainViolation as error:
+        raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
+    return TabularRecords(typed_frame(frame, schema), encoded)
+
+
+def typed_frame(frame: pd.DataFrame, schema: TabularSchema) -> pd.DataFrame:
+    """The schema's columns with the release's types: categories as text, numbers as numbers
+    (clipped to the bounds where the schema clips), for the evaluation's classifiers."""
+    columns = {}
+    for attribute in schema.attributes:
+        column = frame[attribute.name]
+        if isinstance(attribute, NumericAttribute):
+            numbers = pd.to_numeric(column).astype(np.float64).clip(*attribute.bounds)
+            columns[attribute.name] = numbers.round().astype(np.int64) if attribute.integer else numbers
+        else:
+            columns[attribute.name] = column.astype(str)
+    return pd.DataFrame(columns)

@@ -1,0 +1,228 @@
+"""The configuration contract of a filter release (``kind: filter``), validated on load.
+
+Chen, Navidi, Rajagopal, "Generating private data with user customization": one shared VAE (trained
+once by ``privlake train-encoder`` on the collector's training records, stored in the lake) and one
+small linear latent filter per *choice* of a private label and a utility label, trained on the same
+training records and applied to the records of the owners who made that choice.
+
+Every parameter here is public. Labels are declared over public domains: a label is a column read
+as text and mapped to a class by ``categories`` (the class is the text), by ``groups`` (named sets
+of values), or, for a numeric column, by a public ``above`` threshold (two classes). Unknown keys
+are refused everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from schemas.base import Budget, EngineSettings, StrictModel, TableReading
+from schemas.uniqueness import require_unique
+
+NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+
+
+class FilterTableReading(TableReading):
+    """A table file; ``columns`` names the columns of a CSV without a header row, in order."""
+
+    columns: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _names_for_headerless_csv(self) -> FilterTableReading:
+        if self.format == "csv" and not self.header and not self.columns:
+            raise ValueError("a CSV without a header row needs `columns` (the column names, in order)")
+        if self.columns is not None:
+            require_unique(self.columns, "column", "is named twice")
+        return self
+
+
+class FilterInput(FilterTableReading):
+    """The records to privatize; ``choice_column`` holds each owner's choice by name (without it,
+    every record takes ``FilterConfig.default_choice``)."""
+
+    choice_column: str | None = None
+
+
+class LabelDefinition(StrictModel):
+    """A label over a public domain, read from ``column`` (exactly one of the three forms).
+
+    * ``categories``: the column's text is the class; the listed values are the classes, in order.
+    * ``groups``: named classes, each a list of the column's values (as text); a value in no group
+      is an error.
+    * ``above``: a numeric column; class ``"<=T"`` (code 0) or ``">T"`` (code 1) for ``T = above``.
+    """
+
+    column: str = Field(min_length=1)
+    categories: list[str] | None = None
+    groups: dict[str, list[str]] | None = None
+    above: float | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> LabelDefinition:
+        given = [form for form in (self.categories, self.groups, self.above) if form is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of categories, groups and above")
+        if self.categories is not None:
+            if len(self.categories) < 2:
+                raise ValueError("a label needs at least two categories")
+            require_unique(self.categories, "category", "is listed twice")
+        if self.groups is not None:
+            if len(self.groups) < 2:
+                raise ValueError("a label needs at least two groups")
+            values = [value for members in self.groups.values() for value in members]
+            if any(not members for members in self.groups.values()):
+                raise ValueError("every group needs at least one value")
+            require_unique(values, "value", "is in two groups")
+        if self.above is not None and not math.isfinite(self.above):
+            raise ValueError("above must be a finite number")
+        return self
+
+    @property
+    def classes(self) -> list[str]:
+        """The class names, in code order."""
+        if self.categories is not None:
+            return list(self.categories)
+        if self.groups is not None:
+            return list(self.groups)
+        return [f"<={self.above:g}", f">{self.above:g}"]
+
+
+class FilterChoice(StrictModel):
+    """One choice: the label kept private, the label kept useful, and the filter's settings:
+    the distortion budget ``b`` (nats of ``D(q_f ‖ q_e)``), the utility weight ``β`` and the cap
+    on the label sensitivity that bounds the filter's Rényi ε (``null``: no cap, ε is what the
+    training gives)."""
+
+    name: str = Field(min_length=1, pattern=NAME_PATTERN)
+    private: str = Field(min_length=1)
+    utility: str = Field(min_length=1)
+    budget: float = Field(gt=0, description="distortion budget b (nats)")
+    utility_weight: float = Field(1.0, ge=0, description="beta")
+    max_sensitivity: float | None = Field(1.0, gt=0, description="cap on the label sensitivity s")
+
+    @model_validator(mode="after")
+    def _two_labels(self) -> FilterChoice:
+        if self.private == self.utility:
+            raise ValueError("the private and the utility label must differ")
+        return self
+
+
+class EncoderTraining(StrictModel):
+    """Adam settings of the VAE (``transforms.filter.vae.VaeTrainingConfig``)."""
+
+    epochs: int = Field(40, ge=1)
+    batch_size: int = Field(256, ge=1)
+    learning_rate: float = Field(2e-3, gt=0)
+    robustness_weight: float = Field(1.0, ge=0, description="lambda of the decoder-robustness term")
+    robustness_max_sigma: float = Field(0.5, ge=0, description="largest latent perturbation in training")
+
+
+class EncoderSettings(StrictModel):
+    """Which VAE to use (``latest``: the newest one in the lake for this dataset and feature spec;
+    or an artifact id) and, for ``train-encoder``, its shape and training."""
+
+    artifact: str = Field("latest", pattern=r"^(latest|[0-9a-f]{64})$")
+    latent_dimension: int = Field(16, ge=1)
+    hidden_widths: list[int] = Field(default_factory=lambda: [128, 128])
+    numeric_noise_scale: float = Field(0.03, gt=0)
+    training: EncoderTraining = EncoderTraining()
+
+    @field_validator("hidden_widths")
+    @classmethod
+    def _positive(cls, widths: list[int]) -> list[int]:
+        if any(width < 1 for width in widths):
+            raise ValueError("hidden widths must be positive")
+        return widths
+
+
+class FilterTraining(StrictModel):
+    """Settings shared by every choice's min-max training (``FilterTrainingConfig``)."""
+
+    epochs: int = Field(15, ge=1)
+    batch_size: int = Field(512, ge=1)
+    privacy_objective: Literal["adversary_loss", "prior_matching"] = "adversary_loss"
+    refit_every: int = Field(50, ge=1)
+    max_records: int | None = Field(
+        None, ge=2, description="train each filter on at most this many training records (keyed sample)"
+    )
+
+
+class FilterPrivacy(StrictModel):
+    delta: float = Field(1e-5, gt=0, lt=1, description="the delta of the converted (epsilon, delta)")
+    orders: list[float] = Field(
+        default_factory=lambda: [1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 16.0, 32.0, 64.0],
+        min_length=1,
+        description="Renyi orders alpha > 1 reported in the manifest",
+    )
+    conversion: Literal["balle2020", "mironov2017"] = "balle2020"
+    budget: Budget | None = None
+
+    @field_validator("orders")
+    @classmethod
+    def _orders(cls, orders: list[float]) -> list[float]:
+        if any(not (math.isfinite(order) and order > 1) for order in orders):
+            raise ValueError("every Renyi order must be a finite number above 1")
+        return orders
+
+
+class FilterEvaluation(StrictModel):
+    """The manifest's evaluation: adversaries and utility classifiers trained afresh on a keyed
+    sample of the release (and, for comparison, on the raw records, on the VAE round trip without a
+    filter and on the Gaussian baseline at the same distortion), scored on held-out records.
+    Computed from raw labels: an internal report, not privacy-protected."""
+
+    enabled: bool = True
+    classifiers: list[Literal["logistic", "gradient_boosting"]] = Field(
+        default_factory=lambda: ["logistic", "gradient_boosting"], min_length=1
+    )
+    max_records: int = Field(20_000, ge=20)
+    test_fraction: float = Field(0.3, gt=0, lt=1)
+
+
+class FilterConfig(StrictModel):
+    kind: Literal["filter"]
+    dataset: str = Field(min_length=1, pattern=NAME_PATTERN)
+    lake: Path
+    training: FilterTableReading = Field(description="the collector's labelled records: VAE and filters")
+    input: FilterInput = Field(description="the records to privatize")
+    feature_spec: Path = Field(description="YAML file with `features:` (schemas/filter/features.py)")
+    labels: dict[str, LabelDefinition] = Field(min_length=2)
+    choices: list[FilterChoice] = Field(min_length=1)
+    default_choice: str | None = None
+    encoder: EncoderSettings = EncoderSettings()
+    filter_training: FilterTraining = FilterTraining()
+    privacy: FilterPrivacy = FilterPrivacy()
+    evaluation: FilterEvaluation = FilterEvaluation()
+    engine: EngineSettings = EngineSettings()
+
+    @model_validator(mode="after")
+    def _choices(self) -> FilterConfig:
+        require_unique((choice.name for choice in self.choices), "choice name")
+        for choice in self.choices:
+            for role, label in (("private", choice.private), ("utility", choice.utility)):
+                if label not in self.labels:
+                    raise ValueError(f"choice {choice.name!r}: its {role} label {label!r} is not in labels")
+        names = [choice.name for choice in self.choices]
+        if self.input.choice_column is None:
+            if self.default_choice is None and len(self.choices) > 1:
+                raise ValueError("with several choices, give input.choice_column or default_choice")
+        if self.default_choice is not None and self.default_choice not in names:
+            raise ValueError(f"default_choice {self.default_choice!r} is not a choice's name")
+        return self
+
+    @property
+    def choice_names(self) -> list[str]:
+        return [choice.name for choice in self.choices]
+
+    def choice(self, name: str) -> FilterChoice:
+        return next(choice for choice in self.choices if choice.name == name)
+
+    @property
+    def fallback_choice(self) -> str | None:
+        """The choice of every record when there is no choice column."""
+        if self.input.choice_column is not None:
+            return None
+        return self.default_choice or self.choices[0].name

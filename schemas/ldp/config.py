@@ -1,0 +1,141 @@
+"""The configuration contract of an ldp release (``kind: ldp``) and of its report simulator.
+
+An ldp release reads reports that users privatized on their devices, each with a mechanism of
+their own choosing (free-will privacy, ElSalamouny & Palamidessi), and publishes the estimated
+distribution of the secret. The reports table names each user's mechanism by its name in a
+mechanism catalog (a JSON file of ``{"name": spec}``, the specs of ``transforms.ldp.mechanisms``).
+
+One YAML file can hold both the release (``input``, ``estimator``) and, for demos, tests and
+benchmarks, the ``simulation`` that writes the reports and the catalog from raw secrets through
+the clients' own code path (``privlake simulate-ldp``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas.base import EngineSettings, StrictModel
+
+ESTIMATORS = ("gibu", "inv_m", "ibu_m", "rap_m")
+
+
+class ReportColumns(StrictModel):
+    """The reports file's column names for each canonical column."""
+
+    user_id: str = "user_id"
+    mechanism: str = "mechanism"
+    report: str = "report"
+
+
+class LdpInput(StrictModel):
+    path: Path = Field(description="the reports table (user_id, mechanism, report)")
+    format: Literal["csv", "parquet"] = "parquet"
+    catalog: Path = Field(description="the mechanism catalog: a JSON mapping of mechanism name to spec")
+    columns: ReportColumns = ReportColumns()
+
+
+class SecretLayout(StrictModel):
+    """How the secrets' indices ``0..k-1`` are labelled in the release.
+
+    ``line``: the value ``first_value + index`` (column ``value``), ``values`` of them. ``grid``:
+    the cell ``index = row * columns + col`` (columns ``row`` and ``col``). The size, when given,
+    must match the catalog's mechanisms; the simulator needs it.
+    """
+
+    layout: Literal["line", "grid"] = "line"
+    first_value: int = 0
+    values: int | None = Field(None, ge=2)
+    rows: int | None = Field(None, ge=1)
+    columns: int | None = Field(None, ge=1)
+    cell_side: float = Field(
+        1.0, gt=0, description="grid: a cell's side in the unit of distance (planar ε is per unit; EMD is in it)"
+    )
+
+    @model_validator(mode="after")
+    def _grid_needs_shape(self) -> SecretLayout:
+        if self.layout == "grid" and (self.rows is None or self.columns is None):
+            raise ValueError("secrets.layout 'grid' needs secrets.rows and secrets.columns")
+        if self.layout == "line" and (self.rows is not None or self.columns is not None):
+            raise ValueError("secrets.rows and secrets.columns are for layout 'grid'")
+        if self.layout == "grid" and self.values is not None:
+            raise ValueError("secrets.values is for layout 'line' (a grid has rows x columns cells)")
+        return self
+
+    @property
+    def size(self) -> int | None:
+        if self.layout == "grid":
+            assert self.rows is not None and self.columns is not None
+            return self.rows * self.columns
+        return self.values
+
+
+class EstimatorSettings(StrictModel):
+    method: Literal["gibu", "inv_m", "ibu_m", "rap_m"] = Field(
+        "gibu", description="GIBU (any mix), INV_M / IBU_M (one output alphabet), RAP_M (RAPPOR only)"
+    )
+    post_processing: Literal["projection", "truncate"] = Field(
+        "projection", description="INV_M and RAP_M: projection onto the simplex or truncate-and-normalize"
+    )
+    tolerance: float = Field(
+        1e-8, ge=0,
+        description="IBU_M/GIBU: stop when an EM step changes θ by at most this (L1); far below the sampling "
+        "error of any realistic n, and EM approaches zero-probability secrets only sublinearly below it",
+    )
+    max_iterations: int = Field(10_000, ge=1, description="IBU_M/GIBU: cap on EM steps")
+    acceleration: Literal["squarem", "none"] = Field(
+        "squarem", description="IBU_M/GIBU: SQUAREM extrapolation (same fixed point, far fewer steps) or plain EM"
+    )
+
+
+class LdpEvaluation(StrictModel):
+    """Optional true distribution (e.g. written by the simulator), used only for the manifest's
+    utility report: EMD, L1 and L2 of the estimate against it."""
+
+    truth_path: Path | None = None
+
+
+class SimulationSource(StrictModel):
+    """The raw secrets: one integer column (layout ``line``) or two (``row``, ``col``; layout ``grid``)."""
+
+    path: Path
+    format: Literal["csv", "parquet"] = "csv"
+    header: bool = True
+    columns: list[str] = Field(min_length=1, max_length=2)
+
+
+class SimulatedMechanisms(StrictModel):
+    """A family of mechanisms of one type with ε spread evenly over a range (``count`` of them),
+    or one mechanism (``count: 1`` takes the range's lower end)."""
+
+    type: Literal["krr", "truncated_geometric", "planar_geometric", "rappor"]
+    epsilon: tuple[float, float] = Field(description="[low, high] range of ε")
+    count: int = Field(1, ge=1)
+    share: float = Field(1.0, gt=0, description="relative share of the users given this family")
+
+    @model_validator(mode="after")
+    def _range(self) -> SimulatedMechanisms:
+        low, high = self.epsilon
+        if not (0 < low <= high):
+            raise ValueError("epsilon must be a range [low, high] with 0 < low <= high")
+        return self
+
+
+class LdpSimulation(StrictModel):
+    source: SimulationSource
+    mechanisms: list[SimulatedMechanisms] = Field(min_length=1)
+    truth_out: Path | None = Field(None, description="where to write the true distribution (Parquet)")
+
+
+class LdpConfig(StrictModel):
+    kind: Literal["ldp"]
+    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    lake: Path
+    input: LdpInput
+    secrets: SecretLayout = SecretLayout()
+    estimator: EstimatorSettings = EstimatorSettings()
+    engine: EngineSettings = EngineSettings()
+    evaluation: LdpEvaluation = LdpEvaluation()
+    simulation: LdpSimulation | None = None

@@ -1,0 +1,117 @@
+"""The configuration contract of a tabular release (``kind: tabular``), validated on load.
+
+Bindschaedler, Shokri, Gunter (VLDB 2017) seed-based synthesis with the randomized
+plausible-deniability test, over a Bayesian network learned with differential privacy in the
+style of PrivBayes (Zhang et al. 2014). Every parameter here is public; none is derived from the
+data, so the guarantee computed from them does not depend on the data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas.base import Budget, EngineSettings, StrictModel, TableReading
+
+
+class TabularInput(TableReading):
+    schema_path: Path = Field(alias="schema", description="the schema file: attributes and public domains")
+
+    model_config = StrictModel.model_config | {"populate_by_name": True}
+
+
+class DataSplitFractions(StrictModel):
+    """Fractions of the records in the seeds ``DS``, structure data ``DT`` and parameter data ``DP``."""
+
+    seeds: float = Field(0.5, gt=0, lt=1)
+    structure: float = Field(0.25, gt=0, lt=1)
+    parameters: float = Field(0.25, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> DataSplitFractions:
+        if self.seeds + self.structure + self.parameters > 1 + 1e-12:
+            raise ValueError("split.seeds + split.structure + split.parameters must be at most 1")
+        return self
+
+
+class TabularPrivacy(StrictModel):
+    """Either a total ``epsilon`` (with a ``delta`` target) from which the parts are derived, or every
+    part explicitly: ``epsilon_structure``, ``epsilon_parameters``, ``epsilon0`` and ``t`` (or ``delta``)."""
+
+    k: int = Field(ge=2, description="plausible-deniability threshold: seeds that must be able to produce a record")
+    gamma: float = Field(gt=1, description="indistinguishability factor of the privacy test")
+    epsilon: float | None = Field(None, gt=0, description="total epsilon; the split is derived")
+    delta: float | None = Field(None, gt=0, lt=1, description="target delta; t is chosen from it")
+    epsilon_structure: float | None = Field(None, gt=0)
+    epsilon_parameters: float | None = Field(None, gt=0)
+    epsilon0: float | None = Field(None, gt=0)
+    t: int | None = Field(None, ge=1)
+    budget: Budget | None = None
+
+    @model_validator(mode="after")
+    def _total_or_parts(self) -> TabularPrivacy:
+        parts = (self.epsilon_structure, self.epsilon_parameters, self.epsilon0)
+        if self.epsilon is not None:
+            if any(part is not None for part in parts) or self.t is not None:
+                raise ValueError("give privacy.epsilon (total) or the parts (epsilon_structure, "
+                                 "epsilon_parameters, epsilon0, t), not both")
+            if self.delta is None:
+                raise ValueError("privacy.epsilon (total) needs privacy.delta (target)")
+        else:
+            if any(part is None for part in parts):
+                raise ValueError("give privacy.epsilon (total), or all of epsilon_structure, "
+                                 "epsilon_parameters and epsilon0")
+            if (self.t is None) == (self.delta is None):
+                raise ValueError("with explicit parts, give exactly one of privacy.t and privacy.delta")
+        if self.t is not None and self.t >= self.k:
+            raise ValueError(f"privacy.t must be smaller than privacy.k (t={self.t}, k={self.k})")
+        return self
+
+
+class TabularModel(StrictModel):
+    score: Literal["mutual_information", "correlation_merit"] = "mutual_information"
+    max_degree: int = Field(2, ge=0, description="largest parent set")
+    complexity_cap: int = Field(
+        4096, ge=1, description="largest table: product of the parents' domain sizes times the child's"
+    )
+    dirichlet_alpha: float = Field(1.0, ge=0, description="pseudo-count added to every noisy count")
+
+
+class TabularSynthesis(StrictModel):
+    omega: int | Literal["all"] = Field(
+        "all", description="attributes resampled from the model (the rest are kept from the seed); all = m"
+    )
+    records: int | None = Field(None, ge=1, description="records to release; default: the input's size")
+    max_attempts: int | None = Field(None, ge=1, description="candidate cap; default 20 x records")
+    batch_size: int = Field(65_536, ge=1, description="candidates per keyed batch")
+
+
+class TabularEvaluation(StrictModel):
+    """Optional held-out real records for the manifest's utility and privacy-evidence report
+    (computed from raw data: an internal report, not privacy-protected)."""
+
+    holdout: TableReading | None = None
+    target_column: str | None = None
+    positive_values: list[str] = Field(default_factory=list, description="target values counted as positive")
+    positive_above: float | None = Field(None, description="numeric target: positive when above this")
+
+    @model_validator(mode="after")
+    def _target(self) -> TabularEvaluation:
+        if self.target_column is not None and not self.positive_values and self.positive_above is None:
+            raise ValueError("evaluation.target_column needs positive_values or positive_above")
+        return self
+
+
+class TabularConfig(StrictModel):
+    kind: Literal["tabular"]
+    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    lake: Path
+    input: TabularInput
+    privacy: TabularPrivacy
+    split: DataSplitFractions = DataSplitFractions()
+    model: TabularModel = TabularModel()
+    synthesis: TabularSynthesis = TabularSynthesis()
+    engine: EngineSettings = EngineSettings()
+    evaluation: TabularEvaluation = TabularEvaluation()
