@@ -31,10 +31,12 @@ release: demo-data
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider $(FAST_TESTS)
 
 # Re-measure the reproduction figures over ten keys (tests/reproduction/margins.json).
@@ -43,6 +45,7 @@ margins: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[dev,bench]"

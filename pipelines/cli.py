@@ -16,86 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.platform.errors import PrivlakeError, ReleaseNotFound
-
-
-class StageProgress:
-    """A progress bar on standard error over a release's stages (shown on a terminal, or when
-    ``PRIVLAKE_PROGRESS`` is set), with the current stage and elapsed time."""
-
-    def __init__(self) -> None:
-        from tqdm import tqdm
-
-        enabled = sys.stderr.isatty() or bool(os.environ.get("PRIVLAKE_PROGRESS"))
-        self._bar = tqdm(
-            total=None, unit="stage", file=sys.stderr, disable=not enabled, leave=False,
-            bar_format="privlake: {desc} [{elapsed}]",
-        )
-
-    def __call__(self, stage: str) -> None:
-        self._bar.set_description_str(stage)
-        self._bar.update(1)
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-def _release_kind(kind: str) -> tuple[Any, tuple[str, ...]]:
-    """The kind's ``run_*_release`` and the modules its engine workers import (warm-up)."""
-    if kind == "ldp":
-        from pipelines.ldp.pipeline import LDP_WORKER_MODULES, run_ldp_release
-
-        return run_ldp_release, LDP_WORKER_MODULES
-    if kind == "tabular":
-        from pipelines.tabular.pipeline import TABULAR_WORKER_MODULES, run_tabular_release
-
-        return run_tabular_release, TABULAR_WORKER_MODULES
-    if kind == "filter":
-        from pipelines.filter.pipeline import FILTER_WORKER_MODULES, run_filter_release
-
-        return run_filter_release, FILTER_WORKER_MODULES
-    from pipelines.crowd.pipeline import CROWD_WORKER_MODULES, run_crowd_release
-
-    return run_crowd_release, CROWD_WORKER_MODULES
+from pipelines.platform.progress import StageProgress
 
 
 def _summary_line(outcome: Any) -> str:
-    manifest = outcome.manifest
     if outcome.already_published:
         return f"release {outcome.release_id} is already published; nothing to do"
-    if manifest["kind"] == "ldp":
-        convergence = "converged" if manifest["converged"] else "NOT converged (iteration cap reached)"
-        return (
-            f"published the estimated distribution over {manifest['rows']} secrets from {manifest['n']} reports "
-            f"of {len(manifest['mechanism_mix'])} mechanisms on {manifest['engine']}; estimator "
-            f"{manifest['estimator']}, {manifest['iterations']} iterations, {convergence}"
-        )
-    if manifest["kind"] == "tabular":
-        return (
-            f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
-            f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
-            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
-        )
-    if manifest["kind"] == "filter":
-        choices = ", ".join(f"{choice['name']} ({choice['records']})" for choice in manifest["choices"])
-        return (
-            f"published {manifest['rows']} privatized records on {manifest['engine']} with encoder "
-            f"{manifest['model_artifact_id'][:12]} and choices {choices}; "
-            f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per record's private label"
-        )
-    return (
-        f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
-        f"({manifest['objects_suppressed']} suppressed) on {manifest['engine']}; "
-        f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
-    )
+    from pipelines.kinds import release_kind
+
+    return release_kind(outcome.manifest["kind"]).summary(outcome.manifest)
 
 
 def _run_release(config: Any, args: argparse.Namespace, engine: Any = None) -> Any:
+    from pipelines.kinds import release_kind
+    from pipelines.platform.release import ReleaseRequest, run_release
+
     progress = StageProgress()
     try:
-        return _release_kind(config.kind)[0](
-            config, engine_name=args.engine, master=args.master, release_id=args.release_id, progress=progress,
-            engine=engine,
-        )
+        request = ReleaseRequest(engine_name=args.engine, master=args.master, release_id=args.release_id,
+                                 engine=engine, progress=progress)
+        return run_release(release_kind(config.kind), config, request)
     finally:
         progress.close()
 
@@ -143,7 +83,9 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                 f"{path}: asks for {_engine_text(request)}, but {args.config[0]} for {_engine_text(requests[0])}; "
                 "configs run together share one engine (pass --engine/--master, or run them separately)"
             )
-    modules = sorted({module for config in configs for module in _release_kind(config.kind)[1]})
+    from pipelines.kinds import release_kind
+
+    modules = sorted({module for config in configs for module in release_kind(config.kind).worker_modules})
     engine = start_engine(*requests[0], modules)
     first_failure = 0
     try:
@@ -205,11 +147,9 @@ def _command_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(manifest, default=str))
         return 0
-    kind_keys = {
-        "ldp": ("estimator", "n", "iterations", "converged"),
-        "tabular": ("epsilon_whole_release", "delta_whole_release", "pass_rate", "candidate_attempts", "omega"),
-        "filter": ("model_artifact_id",),
-    }.get(manifest.get("kind", "crowd"), ("objects_released", "objects_suppressed"))
+    from pipelines.kinds import release_kind
+
+    kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "input_fingerprint", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
@@ -252,48 +192,6 @@ def _command_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
-def _command_generate_crowd(args: argparse.Namespace) -> int:
-    from transforms.crowd.sample_data import generate_sample_crowd_data, write_sample_crowd_data
-
-    data = generate_sample_crowd_data(
-        objects=args.objects, claims_per_object=args.claims_per_object, sources=args.sources, seed=args.seed
-    )
-    paths = write_sample_crowd_data(data, Path(args.out))
-    for name, path in paths.items():
-        print(f"{name}: {path}")
-    return 0
-
-
-def _filter_config(path: str):
-    from pipelines.platform.config import load_config
-
-    config = load_config(path)
-    if config.kind != "filter":
-        raise PrivlakeError(f"{path}: train-encoder needs a config with kind: filter (got {config.kind!r})")
-    return config
-
-
-def _command_train_encoder(args: argparse.Namespace) -> int:
-    from pipelines.filter.pipeline import train_encoder
-
-    config = _filter_config(args.config)
-    progress = StageProgress()
-    try:
-        summary = train_encoder(config, progress=progress)
-    finally:
-        progress.close()
-    if args.json:
-        print(json.dumps(summary, default=str))
-        return 0
-    final = summary["training"].get("final_epoch", {})
-    print(
-        f"stored encoder for dataset {summary['dataset']!r} trained on {summary['data_fingerprint']['rows']} records "
-        f"(final loss {final.get('loss', float('nan')):.4g}) in {config.lake}"
-    )
-    print(summary["artifact_id"])
-    return 0
-
-
 def _command_models(args: argparse.Namespace) -> int:
     from pipelines.platform.model_store import ModelStore
 
@@ -308,19 +206,6 @@ def _command_models(args: argparse.Namespace) -> int:
     for model in models:
         rows = model.get("data_fingerprint", {}).get("rows", "")
         print(f"{model['artifact_id']:64} {model['model_kind']:10} {model['dataset']:16} {rows:>8} {model['trained_at']:25}")
-    return 0
-
-
-def _command_simulate_ldp(args: argparse.Namespace) -> int:
-    from pipelines.ldp.simulation import simulate_ldp_reports
-    from pipelines.platform.config import load_config
-
-    config = load_config(args.config)
-    if config.kind != "ldp":
-        raise PrivlakeError(f"{args.config}: simulate-ldp needs a config with kind: ldp (got {config.kind!r})")
-    written = simulate_ldp_reports(config, source_config=args.config)
-    for name, path in written.items():
-        print(f"{name}: {path}")
     return 0
 
 
@@ -361,32 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(handler=_command_ledger)
 
-    simulate = commands.add_parser(
-        "simulate-ldp", help="write ldp reports and their mechanism catalog from raw secrets (config's simulation)"
-    )
-    simulate.add_argument("config", help="an ldp config with a simulation section (YAML)")
-    simulate.set_defaults(handler=_command_simulate_ldp)
-
-    encoder = commands.add_parser(
-        "train-encoder", help="train a filter config's shared VAE on its training records and store it in the lake"
-    )
-    encoder.add_argument("config", help="a filter config (YAML)")
-    encoder.add_argument("--json", action="store_true")
-    encoder.set_defaults(handler=_command_train_encoder)
-
     models = commands.add_parser("models", help="list the model artifacts stored in a lake")
     models.add_argument("--lake", required=True)
     models.add_argument("--dataset")
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler=_command_models)
 
-    generate = commands.add_parser("generate-crowd", help="write the built-in sample crowd data")
-    generate.add_argument("--out", required=True)
-    generate.add_argument("--objects", type=int, default=2000)
-    generate.add_argument("--claims-per-object", type=int, default=20)
-    generate.add_argument("--sources", type=int, default=200)
-    generate.add_argument("--seed", type=int, default=0)
-    generate.set_defaults(handler=_command_generate_crowd)
+    from pipelines.kinds import add_kind_commands
+
+    add_kind_commands(commands)
+
     return parser
 
 

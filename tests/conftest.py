@@ -53,17 +53,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(getattr(pytest.mark, value))
 
 
-@pytest.fixture(autouse=True)
-def _engine_markers_are_honest(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fails a test that built a Spark or Beam engine without its marker. Counted from the end of
-    the previous test, so engines built by a module-scoped fixture count for the first test that
-    set the fixture up."""
-    yield
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Fails (at teardown) a test that built a Spark or Beam engine without its marker. Counted
+    from the end of the previous test, so engines built by a module-scoped fixture count for the
+    first test that set the fixture up; a test whose setup already failed is not blamed twice."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "setup" and report.failed:
+        item.stash[_SETUP_FAILED] = True
+    if report.when != "teardown":
+        return
     used = {name for name in _engines_built if name in ENGINE_MARKERS}
     _engines_built.clear()
-    missing = sorted(name for name in used if request.node.get_closest_marker(name) is None)
-    assert not missing, f"this test builds the {', '.join(missing)} engine: mark it pytest.mark.{missing[0]}"
+    missing = sorted(name for name in used if item.get_closest_marker(name) is None)
+    if missing and not item.stash.get(_SETUP_FAILED, False) and report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"this test builds the {', '.join(missing)} engine: mark it pytest.mark.{missing[0]}"
 
+
+_SETUP_FAILED = pytest.StashKey[bool]()
 FIXED_SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978"
 
 

@@ -24,10 +24,7 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,20 +48,15 @@ from pipelines.crowd.blocks import (
 from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
 from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
 from pipelines.engines.arrow import write_group_files
-from pipelines.engines.base import Engine
+from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
-from pipelines.platform.lake import Lake
-from pipelines.platform.ledger import PrivacyLedger
 from pipelines.platform.release import (
+    ReleaseContext,
+    ReleaseKind,
     ReleaseOutcome,
-    StageTimer,
-    code_version,
-    engine_in_background,
-    finish_release,
-    guarded_release,
-    release_secret,
-    reserve_budget,
-    start_release,
+    ReleaseRequest,
+    ReleaseResult,
+    run_release,
 )
 from schemas.crowd.config import CrowdConfig
 from schemas.crowd.tables import (
@@ -168,47 +160,22 @@ def evaluate_release(released: pd.DataFrame, raw_claims: pd.DataFrame, truth: pd
 
 
 @dataclass(frozen=True)
-class ReleaseContext:
-    """What every stage of one release needs to know, decided before the data is touched."""
+class CrowdPlan:
+    """What a crowd release decides from its configuration alone: the guarantee and its headline."""
 
-    config: CrowdConfig
-    lake: Lake
-    ledger: PrivacyLedger
     guarantee: dict[str, Any]
     epsilon: float
     delta: float
     privacy_unit: str
-    release_id: str
-    started: datetime
-    timer: StageTimer
 
 
-def run_crowd_release(
-    config: CrowdConfig,
-    *,
-    engine_name: str | None = None,
-    master: str | None = None,
-    release_id: str | None = None,
-    engine: Engine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ReleaseOutcome:
-    """Run one crowd release end to end and return its id, status and manifest."""
-    opening = start_release(config.lake, config.dataset, release_id, progress)
-    if opening.published is not None:
-        return opening.published
-    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
-
+def plan_release(context: ReleaseContext) -> CrowdPlan:
+    """The guarantee from the config, reserved in the ledger before the claims are read."""
+    config = context.config
     guarantee = guarantee_for(config)
     epsilon, delta, privacy_unit = headline_guarantee(guarantee, config.privacy.unit)
-    ledger = PrivacyLedger(lake)
-    budget = config.privacy.budget
-    reserve_budget(ledger, config.dataset, release_id, epsilon, delta, budget, "crowd")
-    context = ReleaseContext(config, lake, ledger, guarantee, epsilon, delta, privacy_unit, release_id, started, timer)
-    return guarded_release(
-        lake, release_id,
-        (lambda: ledger.refund(config.dataset, release_id)) if budget is not None else None,
-        lambda: _run_reserved(context, engine, engine_name, master),
-    )
+    context.reserve(epsilon, delta, config.privacy.budget)
+    return CrowdPlan(guarantee, epsilon, delta, privacy_unit)
 
 
 @dataclass(frozen=True)
@@ -225,7 +192,9 @@ class PreparedInput:
     raw_for_evaluation: pd.DataFrame | None
 
 
-def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: StageTimer) -> PreparedInput:
+def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
+    """Read, validate and canonicalize the claims on the driver while the engine starts."""
+    config, timer = context.config, context.timer
     settings = config.input
     with timer.stage("read input"):
         claims = read_crowd_claims(settings)
@@ -260,7 +229,7 @@ def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: Stag
         raise InputError(str(settings.path), f"no object has at least k={k} claims: nothing could be released")
     return PreparedInput(
         claims=pa.Table.from_pandas(claims[list(input_schema.names)], schema=input_schema, preserve_index=False),
-        staging=lake.staging_directory(release_id),
+        staging=context.staging,
         input_schema=input_schema,
         fingerprint=fingerprint,
         validation=input_validation,
@@ -270,41 +239,20 @@ def _prepare_input(config: CrowdConfig, lake: Lake, release_id: str, timer: Stag
     )
 
 
-def _run_reserved(
-    context: ReleaseContext,
-    engine: Engine | None,
-    engine_name: str | None,
-    master: str | None,
-) -> ReleaseOutcome:
-    """Read and validate the input while the engine starts (a JVM for Spark), then run."""
-    config, timer = context.config, context.timer
-    secret, secret_source = release_secret()
-    with engine_in_background(engine, config.engine, engine_name, master, CROWD_WORKER_MODULES) as wait_for_engine:
-        prepared = _prepare_input(config, context.lake, context.release_id, timer)
-        with timer.stage("wait for engine"):
-            started_engine = wait_for_engine()
-        return _run_on_engine(context, started_engine, secret, secret_source, prepared)
+@dataclass(frozen=True)
+class StagedClaims:
+    """The claims on the engine, clustered by object, each object prepared once (canonical order,
+    bandwidth); ``bounded_rows`` counts the claims left by the contribution bound, if any."""
+
+    claims: Collection
+    bounded_rows: int | None
 
 
-def _run_on_engine(
-    context: ReleaseContext,
-    engine: Engine,
-    secret: bytes,
-    secret_source: str,
-    prepared: PreparedInput,
-) -> ReleaseOutcome:
-    config, lake, ledger, timer, release_id = (
-        context.config, context.lake, context.ledger, context.timer, context.release_id
-    )
-    privacy = config.privacy
-    synthesis = config.synthesis
-    weights_config = config.weights
-    floor = synthesis.effective_bandwidth_floor
-    input_schema = prepared.input_schema
-    object_type = input_schema.field("object_id").type
-    source_type = input_schema.field("source_id").type
-    staging = prepared.staging
-
+def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engine) -> StagedClaims:
+    """Steps 3 and 4 of the module docstring: stage the claims by object (after the contribution
+    bound, with the source-level unit), prepare each object once and stage that as group files."""
+    privacy, timer = context.config.privacy, context.timer
+    input_schema, staging = prepared.input_schema, prepared.staging
     bounded_rows = None
     if privacy.max_objects_per_source is not None:
         with timer.stage("stage input"):
@@ -312,7 +260,7 @@ def _run_on_engine(
         with timer.stage("bound contributions"):
             claims = engine.map_groups(
                 claims, "source_id", bound_block, input_schema,
-                side=BoundSide(privacy.max_objects_per_source, secret, release_id),
+                side=BoundSide(privacy.max_objects_per_source, context.secret, context.release_id),
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
@@ -321,33 +269,47 @@ def _run_on_engine(
             object_files = write_group_files(prepared.claims, "object_id", staging / "input", engine.parallelism)
             claims = engine.read_groups(object_files, "object_id", input_schema)
     with timer.stage("prepare objects"):
-        prepared_claims = engine.map_groups(
-            claims, "object_id", prepare_block, prepared_schema(input_schema), side=floor, keeps_groups=True
-        )
-        prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", prepared_schema(input_schema))
+        floor = context.config.synthesis.effective_bandwidth_floor
+        schema = prepared_schema(input_schema)
+        prepared_claims = engine.map_groups(claims, "object_id", prepare_block, schema, side=floor, keeps_groups=True)
+        prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", schema)
         if bounded_rows is not None:
             engine.unpersist(claims)
-        claims = engine.read_groups(prepared_files, "object_id", prepared_schema(input_schema))
+        claims = engine.read_groups(prepared_files, "object_id", schema)
+    return StagedClaims(claims, bounded_rows)
 
-    quality, iterations, converged = SourceQuality.uniform(), 0, True
-    if weights_config.method in ("combined", "global"):
-        control = weights_config.global_weights
-        loss_schema = source_loss_schema(source_type)
 
-        def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
-            contributions = engine.map_groups(
-                claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current)
-            )
-            return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
+def global_source_quality(
+    context: ReleaseContext, staged: StagedClaims, source_type: pa.DataType, engine: Engine
+) -> tuple[SourceQuality, int, bool]:
+    """Step 5: the global source qualities ``g_s`` (uniform for the methods that do not use them),
+    the iterations run and whether they converged."""
+    weights_config = context.config.weights
+    if weights_config.method not in ("combined", "global"):
+        return SourceQuality.uniform(), 0, True
+    control = weights_config.global_weights
+    loss_schema = source_loss_schema(source_type)
 
-        with timer.stage("global weights"):
-            quality, iterations, converged = iterate_source_quality(
-                source_loss_sums,
-                control.tolerance,
-                control.max_iterations,
-                on_iteration=lambda iteration: timer.report(f"global weights, iteration {iteration}"),
-            )
+    def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
+        contributions = engine.map_groups(
+            staged.claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current)
+        )
+        return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
 
+    with context.timer.stage("global weights"):
+        return iterate_source_quality(
+            source_loss_sums,
+            control.tolerance,
+            control.max_iterations,
+            on_iteration=lambda iteration: context.timer.report(f"global weights, iteration {iteration}"),
+        )
+
+
+def synthesis_side(context: ReleaseContext, quality: SourceQuality) -> SynthesisSide:
+    """What every synthesis worker needs: the source qualities, the weighting, the public
+    synthesis parameters and the keyed streams' secret."""
+    config = context.config
+    privacy, synthesis, weights_config = config.privacy, config.synthesis, config.weights
     parameters = SynthesisParameters(
         claims_per_object=synthesis.claims_per_object,
         k=privacy.k,
@@ -357,26 +319,37 @@ def _run_on_engine(
         max_attempts_per_object=synthesis.effective_max_attempts,
         batch_size=synthesis.effective_batch_size,
     )
-    side = SynthesisSide(
+    return SynthesisSide(
         source_quality=quality,
         weights_method=weights_config.method,
         local_tolerance=weights_config.local_weights.tolerance,
         local_max_iterations=weights_config.local_weights.max_iterations,
         weight_ratio_cap=privacy.weight_ratio_cap,
         parameters=parameters,
-        secret=secret,
-        release_id=release_id,
+        secret=context.secret,
+        release_id=context.release_id,
     )
+
+
+def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedInput, engine: Engine) -> ReleaseResult:
+    """Steps 3–7: stage, weights, synthesis, staged output, output validation, manifest."""
+    config, timer = context.config, context.timer
+    synthesis = config.synthesis
+    object_type = prepared.input_schema.field("object_id").type
+    source_type = prepared.input_schema.field("source_id").type
+    staged = stage_claims(context, prepared, engine)
+    quality, iterations, converged = global_source_quality(context, staged, source_type, engine)
     output_schema = synthetic_claims_schema(object_type)
     outcome_schema = synthesis_outcome_schema(object_type)
     with timer.stage("synthesize"):
-        outcome = engine.map_groups(claims, "object_id", synthesis_block, outcome_schema, side=side, keeps_groups=True)
-        outcome_files = engine.write_groups(outcome, "object_id", staging / "outcome", outcome_schema)
+        outcome = engine.map_groups(staged.claims, "object_id", synthesis_block, outcome_schema,
+                                    side=synthesis_side(context, quality), keeps_groups=True)
+        outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
         outcome = engine.read_groups(outcome_files, "object_id", outcome_schema)
         summary = engine.collect(engine.map_batches(outcome, summary_rows, outcome_schema))
     with timer.stage("write staging"):
         released = engine.map_batches(outcome, released_rows, output_schema)
-        files = engine.write_parquet(released, staging / "data", output_schema)
+        files = engine.write_parquet(released, prepared.staging / "data", output_schema)
 
     with timer.stage("validate output"):
         released_frame = (
@@ -393,7 +366,7 @@ def _run_on_engine(
             }
         )
         output_validation = validate_crowd_output(
-            released_frame, objects_table, claims_per_object=synthesis.claims_per_object, k=privacy.k
+            released_frame, objects_table, claims_per_object=synthesis.claims_per_object, k=config.privacy.k
         )
     evaluation = (
         evaluate_release(released_frame, prepared.raw_for_evaluation, prepared.truth)
@@ -406,14 +379,12 @@ def _run_on_engine(
     shortfall = released_objects[released_objects["released"] < synthesis.claims_per_object]
     attempts = int(released_objects["attempts"].sum())
     manifest: dict[str, Any] = {
-        "release_id": release_id,
-        "kind": "crowd",
-        "dataset": config.dataset,
+        **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
-        "epsilon": context.epsilon,
-        "delta": context.delta,
-        "privacy_unit": context.privacy_unit,
-        "guarantee": context.guarantee,
+        "epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "privacy_unit": plan.privacy_unit,
+        "guarantee": plan.guarantee,
         "rows": int(len(released_frame)),
         "objects_released": int((released_objects["released"] > 0).sum()),
         "objects_suppressed": int(len(suppressed)),
@@ -426,16 +397,35 @@ def _run_on_engine(
         "engine": engine.name,
         "input_fingerprint": prepared.fingerprint,
         "input_rows": prepared.rows,
-        "input_rows_after_contribution_bound": bounded_rows,
-        "config": config.model_dump(mode="json", by_alias=True),
+        "input_rows_after_contribution_bound": staged.bounded_rows,
         "validation": {"input": prepared.validation.to_json(), "output": output_validation.to_json()},
         "evaluation": evaluation,
-        "timings": {},
-        "code_version": code_version(),
-        "secret_source": secret_source,
-        "created_at": context.started.isoformat(),
-        "python": sys.version.split()[0],
+        **context.manifest_provenance(),
     }
-    refund = (lambda: ledger.refund(config.dataset, release_id)) if config.privacy.budget is not None else None
-    return finish_release(lake, release_id, "crowd", files, output_schema, manifest, output_validation.success,
-                          output_validation.first_line(), timer, refund)
+    return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line())
+
+
+def summary_line(manifest: dict[str, Any]) -> str:
+    return (
+        f"published {manifest['rows']} synthetic claims for {manifest['objects_released']} objects "
+        f"({manifest['objects_suppressed']} suppressed) on {manifest['engine']}; "
+        f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+    )
+
+
+KIND = ReleaseKind(
+    name="crowd",
+    config_model=CrowdConfig,
+    worker_modules=CROWD_WORKER_MODULES,
+    plan=plan_release,
+    prepare=prepare_input,
+    run_on_engine=run_on_engine,
+    summary=summary_line,
+    show_keys=("objects_released", "objects_suppressed"),
+)
+
+
+def run_crowd_release(config: CrowdConfig, **request: Any) -> ReleaseOutcome:
+    """Run one crowd release end to end and return its id, status and manifest; ``request`` takes
+    the fields of :class:`ReleaseRequest` (``release_id``, ``engine``, ``engine_name``, …)."""
+    return run_release(KIND, config, ReleaseRequest(**request))

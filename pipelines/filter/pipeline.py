@@ -26,10 +26,8 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +55,17 @@ from pipelines.filter.validation import validate_filter_output
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
 from pipelines.platform.lake import Lake
-from pipelines.platform.ledger import PrivacyLedger
 from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore, StoredModel
 from pipelines.platform.release import (
+    ReleaseContext,
+    ReleaseKind,
     ReleaseOutcome,
+    ReleaseRequest,
+    ReleaseResult,
     StageTimer,
     code_version,
-    engine_in_background,
-    finish_release,
-    guarded_release,
     release_secret,
-    reserve_budget,
-    start_release,
+    run_release,
 )
 from schemas.filter.config import FilterConfig
 from schemas.filter.expectations import FILTER_RECORD_COLUMN
@@ -231,75 +228,75 @@ def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndar
     return trained
 
 
-def run_filter_release(
-    config: FilterConfig,
-    *,
-    engine_name: str | None = None,
-    master: str | None = None,
-    release_id: str | None = None,
-    engine: Engine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ReleaseOutcome:
-    """Run one filter release end to end and return its id, status and manifest."""
-    opening = start_release(config.lake, config.dataset, release_id, progress)
-    if opening.published is not None:
-        return opening.published
-    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
+@dataclass(frozen=True)
+class FilterPlan:
+    """What a filter release decides before reading records: the feature spec, the stored encoder
+    it uses and, when every choice caps its sensitivity, the guarantee (``None`` otherwise: it
+    comes from the trained filters)."""
+
+    spec: FeatureSpec
+    store: ModelStore
+    encoder: StoredModel
+    preview: dict[str, Any] | None
+
+
+def plan_release(context: ReleaseContext) -> FilterPlan:
+    """Check the spec, resolve the encoder and, with caps on every choice, reserve the guarantee."""
+    config = context.config
     spec = _read_spec(config)
-    store = ModelStore(lake)
+    store = ModelStore(context.lake)
     encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
-    artifact_id = encoder.artifact_id
-    ledger = PrivacyLedger(lake)
-    budget = config.privacy.budget
     preview = capped_guarantee(config)
-    reserved = [False]
     if preview is not None:
-        reserve_budget(ledger, config.dataset, release_id, preview["epsilon"], preview["delta"], budget, "filter")
-        reserved[0] = budget is not None
+        context.reserve(preview["epsilon"], preview["delta"], config.privacy.budget)
+    return FilterPlan(spec, store, encoder, preview)
 
-    def run() -> ReleaseOutcome:
-        secret, secret_source = release_secret()
-        with engine_in_background(engine, config.engine, engine_name, master, FILTER_WORKER_MODULES) as wait:
-            configure_deterministic_torch(1)
-            with timer.stage("load encoder"):
-                artifact_bytes = store.load(artifact_id)
-                artifact = VaeArtifact.from_bytes(artifact_bytes)
-            with timer.stage("read training records"):
-                training = read_records(config.training, spec, _training_labels(config))
-            training_mean, training_log_variance = encode_latents(artifact.model, training.features)
-            trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id,
-                                     timer)
-            privacy = config.privacy
-            summaries = [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
-                         for choice in trained]
-            guarantee = preview or _headline(summaries)
-            if preview is None:
-                if guarantee["epsilon"] is None:
-                    raise PrivlakeError(
-                        "a trained filter's label sensitivity is infinite (its noise does not cover the label "
-                        "shift): set max_sensitivity on the choices"
-                    )
-                reserve_budget(ledger, config.dataset, release_id, guarantee["epsilon"], guarantee["delta"],
-                               budget, "filter")
-                reserved[0] = budget is not None
-            prepared = _prepare(config, spec, lake, release_id, timer)
-            with timer.stage("wait for engine"):
-                started_engine = wait()
-            side = PrivatizationSide(
-                artifact_bytes, artifact_id, tuple(choice.latent_filter for choice in trained),
-                tuple(config.choice_names), tuple(choice.utility for choice in config.choices),
-                {label: config.labels[label].classes for label in _utility_labels(config)},
-                secret, release_id,
+
+@dataclass(frozen=True)
+class PreparedFilters:
+    """The driver's work before the engine runs: the encoder loaded, each choice's filter trained
+    (with its privacy summary), the guarantee, the input records and the workers' side value."""
+
+    artifact: VaeArtifact
+    trained: list[TrainedChoice]
+    summaries: list[dict[str, Any]]
+    guarantee: dict[str, Any]
+    input: PreparedInput
+    side: PrivatizationSide
+    training_log_variance: np.ndarray
+
+
+def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilters:
+    """Load the encoder, train each choice's filter on the training records (keyed), reserve the
+    guarantee now if the caps did not give it, then read the records to privatize."""
+    config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
+    configure_deterministic_torch(1)
+    with timer.stage("load encoder"):
+        artifact_bytes = plan.store.load(plan.encoder.artifact_id)
+        artifact = VaeArtifact.from_bytes(artifact_bytes)
+    with timer.stage("read training records"):
+        training = read_records(config.training, plan.spec, _training_labels(config))
+    training_mean, training_log_variance = encode_latents(artifact.model, training.features)
+    trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id, timer)
+    privacy = config.privacy
+    summaries = [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
+                 for choice in trained]
+    guarantee = plan.preview or _headline(summaries)
+    if plan.preview is None:
+        if guarantee["epsilon"] is None:
+            raise PrivlakeError(
+                "a trained filter's label sensitivity is infinite (its noise does not cover the label "
+                "shift): set max_sensitivity on the choices"
             )
-            return _run_on_engine(config, spec, encoder, artifact, trained, summaries, guarantee, prepared, side,
-                                  started_engine, lake, release_id, started, timer, secret, secret_source,
-                                  training_log_variance)
-
-    def refund() -> None:
-        if reserved[0]:
-            ledger.refund(config.dataset, release_id)
-
-    return guarded_release(lake, release_id, refund, run)
+        context.reserve(guarantee["epsilon"], guarantee["delta"], config.privacy.budget)
+    prepared = _prepare(context, plan.spec)
+    side = PrivatizationSide(
+        artifact_bytes, plan.encoder.artifact_id, tuple(choice.latent_filter for choice in trained),
+        tuple(config.choice_names), tuple(choice.utility for choice in config.choices),
+        {label: config.labels[label].classes for label in _utility_labels(config)},
+        secret, release_id,
+    )
+    return PreparedFilters(artifact, trained, summaries, guarantee, prepared, side, training_log_variance)
 
 
 def _utility_labels(config: FilterConfig) -> list[str]:
@@ -329,7 +326,8 @@ class PreparedInput:
     fingerprint: str
 
 
-def _prepare(config: FilterConfig, spec: FeatureSpec, lake: Lake, release_id: str, timer: StageTimer) -> PreparedInput:
+def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
+    config, timer = context.config, context.timer
     settings = config.input
     extra = (settings.choice_column,) if settings.choice_column else ()
     with timer.stage("read input"):
@@ -356,8 +354,7 @@ def _prepare(config: FilterConfig, spec: FeatureSpec, lake: Lake, release_id: st
     }
     columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
     table = pa.table(columns, schema=staged_schema(spec))
-    return PreparedInput(table, lake.staging_directory(release_id) / "input", records, choices, private, utility,
-                         fingerprint)
+    return PreparedInput(table, context.staging / "input", records, choices, private, utility, fingerprint)
 
 
 def stage_records(table: pa.Table, folder: Path, parallelism: int) -> list[Path]:
@@ -378,12 +375,11 @@ def _withheld(config: FilterConfig) -> dict[str, list[str]]:
     return {choice.name: [choice.private] for choice in config.choices if choice.private in utility_labels}
 
 
-def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel, artifact: VaeArtifact,
-                   trained: list[TrainedChoice],
-                   summaries: list[dict[str, Any]], guarantee: dict[str, Any], prepared: PreparedInput,
-                   side: PrivatizationSide, engine: Engine, lake: Lake, release_id: str, started: datetime,
-                   timer: StageTimer, secret: bytes, secret_source: str,
-                   training_log_variance: np.ndarray) -> ReleaseOutcome:
+def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFilters, engine: Engine) -> ReleaseResult:
+    """Stage the records, privatize them where they live, validate, evaluate, describe."""
+    config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
+    spec, encoder, artifact, trained = plan.spec, plan.encoder, filters.artifact, filters.trained
+    summaries, guarantee, prepared, side = filters.summaries, filters.guarantee, filters.input, filters.side
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
     with timer.stage("stage input"):
@@ -391,7 +387,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
     with timer.stage("privatize"):
         records = engine.read_groups(staged, FILTER_RECORD_COLUMN, staged_schema(spec))
         released = engine.map_batches(records, privatized_rows, out_schema, side=side)
-        files = engine.write_parquet(released, lake.staging_root / release_id / "data", out_schema)
+        files = engine.write_parquet(released, context.staging / "data", out_schema)
     with timer.stage("validate output"):
         released_frame = (
             pq.ParquetDataset([str(f) for f in files]).read().to_pandas() if files else out_schema.empty_table().to_pandas()
@@ -406,7 +402,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
 
             evaluation = evaluation_report(config, spec, artifact, [choice.latent_filter for choice in trained],
                                            released_frame, prepared.records, prepared.choices, prepared.private,
-                                           prepared.utility, training_log_variance, secret, release_id)
+                                           prepared.utility, filters.training_log_variance, secret, release_id)
     choices_report = []
     counts = np.bincount(prepared.choices, minlength=len(config.choices))
     for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):
@@ -426,9 +422,7 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
             "filter": result.latent_filter.to_dict(),
         })
     manifest: dict[str, Any] = {
-        "release_id": release_id,
-        "kind": "filter",
-        "dataset": config.dataset,
+        **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
         "epsilon": guarantee["epsilon"],
         "delta": guarantee["delta"],
@@ -458,7 +452,6 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
         "engine": engine.name,
         "input_fingerprint": prepared.fingerprint,
         "training_fingerprint": file_fingerprint(config.training.path),
-        "config": config.model_dump(mode="json"),
         "validation": {
             "input": {
                 "success": True,
@@ -474,13 +467,34 @@ def _run_on_engine(config: FilterConfig, spec: FeatureSpec, encoder: StoredModel
             "output": output_validation.to_json(),
         },
         "evaluation": evaluation,
-        "timings": {},
-        "code_version": code_version(),
-        "secret_source": secret_source,
-        "created_at": started.isoformat(),
-        "python": sys.version.split()[0],
+        **context.manifest_provenance(),
     }
-    refund = (lambda: PrivacyLedger(lake).refund(config.dataset, release_id)) if config.privacy.budget is not None else None
-    return finish_release(lake, release_id, "filter", files, out_schema, manifest, output_validation.success,
-                          output_validation.first_line(), timer, refund)
+    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line())
+
+
+def summary_line(manifest: dict[str, Any]) -> str:
+    choices = ", ".join(f"{choice['name']} ({choice['records']})" for choice in manifest["choices"])
+    return (
+        f"published {manifest['rows']} privatized records on {manifest['engine']} with encoder "
+        f"{manifest['model_artifact_id'][:12]} and choices {choices}; "
+        f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per record's private label"
+    )
+
+
+KIND = ReleaseKind(
+    name="filter",
+    config_model=FilterConfig,
+    worker_modules=FILTER_WORKER_MODULES,
+    plan=plan_release,
+    prepare=prepare_filters,
+    run_on_engine=run_on_engine,
+    summary=summary_line,
+    show_keys=("model_artifact_id",),
+)
+
+
+def run_filter_release(config: FilterConfig, **request: Any) -> ReleaseOutcome:
+    """Run one filter release end to end and return its id, status and manifest; ``request`` takes
+    the fields of :class:`ReleaseRequest`."""
+    return run_release(KIND, config, ReleaseRequest(**request))
 

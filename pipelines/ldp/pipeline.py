@@ -23,9 +23,7 @@ local ε and the headline ε is the largest among the users (the weakest user's 
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +51,15 @@ from pipelines.ldp.input import (
 )
 from pipelines.ldp.validation import validate_ldp_input, validate_ldp_output
 from pipelines.platform.errors import InputError, PrivlakeError
-from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
+from pipelines.platform.lake import Lake
 from pipelines.platform.release import (
+    ReleaseContext,
+    ReleaseKind,
     ReleaseOutcome,
+    ReleaseRequest,
+    ReleaseResult,
     StageTimer,
-    code_version,
-    engine_in_background,
-    finish_release,
-    start_release,
+    run_release,
 )
 from schemas.ldp.config import LdpConfig, SecretLayout
 from schemas.ldp.tables import (
@@ -87,37 +86,40 @@ LDP_WORKER_MODULES = ("pipelines.ldp.blocks",)
 PRIVACY_UNIT = "one user's report (local DP, each user at their own epsilon; headline = the largest)"
 
 
-def run_ldp_release(
-    config: LdpConfig,
-    *,
-    engine_name: str | None = None,
-    master: str | None = None,
-    release_id: str | None = None,
-    engine: Engine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ReleaseOutcome:
-    """Run one ldp release end to end and return its id, status and manifest."""
-    opening = start_release(config.lake, config.dataset, release_id, progress)
-    if opening.published is not None:
-        return opening.published
-    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
-    try:
-        with timer.stage("read catalog"):
-            catalog = read_mechanism_catalog(config.input.catalog, config.secrets)
-            check_estimator_fits(catalog, config.estimator.method, config.input.catalog)
-        with engine_in_background(engine, config.engine, engine_name, master, LDP_WORKER_MODULES) as wait_for_engine:
-            staged, fingerprint, validation, n = _prepare_reports(config, catalog, lake, release_id, timer)
-            with timer.stage("wait for engine"):
-                started_engine = wait_for_engine()
-            with timer.stage("count reports and estimate"):
-                estimate, users = _estimate_on_engine(config, catalog, started_engine, staged)
-            engine_label = started_engine.name
-        return _publish(config, catalog, lake, release_id, started, timer, estimate, users, engine_label,
-                        fingerprint, validation, n)
-    except ReleaseAlreadyPublished:
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    finally:
-        lake.discard_staging(release_id)
+@dataclass(frozen=True)
+class LdpPlan:
+    """The mechanism catalog, read and checked against the estimator before any report is read."""
+
+    catalog: MechanismCatalog
+
+
+def plan_release(context: ReleaseContext) -> LdpPlan:
+    config = context.config
+    with context.timer.stage("read catalog"):
+        catalog = read_mechanism_catalog(config.input.catalog, config.secrets)
+        check_estimator_fits(catalog, config.estimator.method, config.input.catalog)
+    return LdpPlan(catalog)
+
+
+@dataclass(frozen=True)
+class PreparedReports:
+    """The reports staged for the engine: one Parquet file of ``(mechanism_code, report)``."""
+
+    staged: Path
+    fingerprint: str
+    validation: Any
+    n: int
+
+
+def prepare_reports(context: ReleaseContext, plan: LdpPlan) -> PreparedReports:
+    return PreparedReports(*_prepare_reports(context.config, plan.catalog, context.lake, context.release_id,
+                                             context.timer))
+
+
+def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedReports, engine: Engine) -> ReleaseResult:
+    with context.timer.stage("count reports and estimate"):
+        estimate, users = _estimate_on_engine(context.config, plan.catalog, engine, prepared.staged)
+    return _publish(context, plan.catalog, prepared, estimate, users, engine.name)
 
 
 def _prepare_reports(
@@ -271,19 +273,14 @@ def epsilon_distribution(mix: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _publish(
-    config: LdpConfig,
+    context: ReleaseContext,
     catalog: MechanismCatalog,
-    lake: Lake,
-    release_id: str,
-    started: datetime,
-    timer: StageTimer,
+    prepared: PreparedReports,
     result: ReleaseEstimate,
     users: np.ndarray,
     engine_label: str,
-    fingerprint: str,
-    input_validation: Any,
-    n: int,
-) -> ReleaseOutcome:
+) -> ReleaseResult:
+    config, timer, n = context.config, context.timer, prepared.n
     secrets = config.secrets
     size = catalog.input_size
     estimate = estimate_frame(result.estimate, secrets)
@@ -297,9 +294,7 @@ def _publish(
     mix = mechanism_mix(catalog, users)
     distribution = epsilon_distribution(mix)
     manifest: dict[str, Any] = {
-        "release_id": release_id,
-        "kind": "ldp",
-        "dataset": config.dataset,
+        **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
         "epsilon": distribution["max"],
         "delta": 0.0,
@@ -325,20 +320,43 @@ def _publish(
         "acceleration": config.estimator.acceleration,
         "catalog": catalog.to_json(),
         "engine": engine_label,
-        "input_fingerprint": fingerprint,
+        "input_fingerprint": prepared.fingerprint,
         "input_rows": int(n),
-        "config": config.model_dump(mode="json", by_alias=True),
-        "validation": {"input": input_validation.to_json(), "output": output_validation.to_json()},
+        "validation": {"input": prepared.validation.to_json(), "output": output_validation.to_json()},
         "evaluation": evaluation,
-        "timings": {},
-        "code_version": code_version(),
+        **context.manifest_provenance(),
         "secret_source": "none: the ldp release draws no randomness",
-        "created_at": started.isoformat(),
-        "python": sys.version.split()[0],
     }
-    folder = lake.staging_root / release_id / "data"
+    folder = context.staging / "data"
     folder.mkdir(parents=True, exist_ok=True)
     data_file = folder / "part-00000.parquet"
     pq.write_table(pa.Table.from_pandas(estimate, schema=schema, preserve_index=False), data_file)
-    return finish_release(lake, release_id, "ldp", [data_file], schema, manifest, output_validation.success,
-                          output_validation.first_line(), timer, None)
+    return ReleaseResult([data_file], schema, manifest, output_validation.success, output_validation.first_line())
+
+
+def summary_line(manifest: dict[str, Any]) -> str:
+    convergence = "converged" if manifest["converged"] else "NOT converged (iteration cap reached)"
+    return (
+        f"published the estimated distribution over {manifest['rows']} secrets from {manifest['n']} reports "
+        f"of {len(manifest['mechanism_mix'])} mechanisms on {manifest['engine']}; estimator "
+        f"{manifest['estimator']}, {manifest['iterations']} iterations, {convergence}"
+    )
+
+
+KIND = ReleaseKind(
+    name="ldp",
+    config_model=LdpConfig,
+    worker_modules=LDP_WORKER_MODULES,
+    plan=plan_release,
+    prepare=prepare_reports,
+    run_on_engine=run_on_engine,
+    summary=summary_line,
+    show_keys=("estimator", "n", "iterations", "converged"),
+    draws_randomness=False,
+)
+
+
+def run_ldp_release(config: LdpConfig, **request: Any) -> ReleaseOutcome:
+    """Run one ldp release end to end and return its id, status and manifest; ``request`` takes
+    the fields of :class:`ReleaseRequest`."""
+    return run_release(KIND, config, ReleaseRequest(**request))

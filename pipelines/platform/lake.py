@@ -69,6 +69,8 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
+from pipelines.platform.ids import check_release_id
+
 RELEASES_NAMESPACE = "releases"
 MANIFEST_PROPERTY = "privlake.manifest"
 RELEASE_ID_PROPERTY = "privlake.release-id"
@@ -77,7 +79,6 @@ PUBLISHED_AT_PROPERTY = "privlake.published-at"
 ATTEMPT_PROPERTY = "privlake.publish-attempt"
 EMBEDDED_CATALOG_NAME = "privlake"
 _UNSAFE_TABLE_CHARACTERS = re.compile(r"[^a-z0-9_]")
-_FORBIDDEN_RELEASE_ID = re.compile(r"[/\\\x00]")
 
 
 class LakeError(RuntimeError):
@@ -117,15 +118,6 @@ class PublishedRelease:
     published_at: datetime
     rows: int
     manifest: dict[str, Any]
-
-
-def check_release_id(release_id: str) -> str:
-    """A release id is a non-empty name usable as a folder name (no path separators)."""
-    if not isinstance(release_id, str) or not release_id.strip() or release_id != release_id.strip():
-        raise ValueError(f"invalid release id {release_id!r}: must be a non-empty name without surrounding spaces")
-    if _FORBIDDEN_RELEASE_ID.search(release_id) or release_id.startswith("."):
-        raise ValueError(f"invalid release id {release_id!r}: must not contain '/', '\\' or start with '.'")
-    return release_id
 
 
 def release_table_name(release_id: str) -> str:

@@ -1,30 +1,47 @@
-"""What every release kind's run shares: ids, the secret, the code version, stage timings, and
-starting the engine in the background while the driver reads and validates the input."""
+"""The release skeleton: what every release kind's run does, written once.
+
+``run_release(kind, config, request)`` is the whole life of one release:
+
+1. open it: the lake, the checked release id (generated when none is given) and, when that id is
+   already published, the published outcome (re-running an id is a no-op);
+2. the kind's ``plan``: what it decides from the configuration before touching the data (its
+   guarantee, a budget reservation, a catalog or an encoder to resolve);
+3. the release secret (kinds that draw randomness), then the engine started in the background
+   (a JVM for Spark) while the kind's ``prepare`` reads, validates and stages the input;
+4. the kind's ``run_on_engine``: the jobs, the output validation and the manifest;
+5. publish data and manifest in one commit — or quarantine them when the output failed
+   validation — and give the budget back on any failure before the commit.
+
+A kind supplies only its stages (:class:`ReleaseKind`); they share one :class:`ReleaseContext`
+instead of long parameter lists. The registry of kinds is ``pipelines/kinds.py``.
+"""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from pipelines.engines import make_engine
 from pipelines.engines.base import Engine, EngineError
 from pipelines.platform.errors import PrivlakeError, ReleaseQuarantined, ReleaseRefused
+from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
 from pipelines.platform.ledger import BudgetExceeded, PrivacyLedger
 from schemas.base import Budget, EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
 TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
-RELEASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -46,14 +63,9 @@ def release_secret() -> tuple[bytes, str]:
     return new_release_secret(), "operating system (fresh per release)"
 
 
-def new_release_id(dataset: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{dataset}-{stamp}-{os.urandom(3).hex()}"
-
-
 def code_version() -> str:
     """The git commit of the code when run from a checkout, else the package version."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
@@ -93,12 +105,6 @@ class StageTimer:
             yield
         finally:
             self.timings[name] = round(time.perf_counter() - start, 4)
-
-
-def check_release_id(release_id: str) -> str:
-    if not RELEASE_ID_PATTERN.match(release_id):
-        raise PrivlakeError(f"release id {release_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
-    return release_id
 
 
 def engine_request(
@@ -161,81 +167,178 @@ def engine_in_background(
             pass
 
 
-def published_outcome(lake: Lake, release_id: str) -> ReleaseOutcome | None:
-    """The outcome of an already published release id (re-running it is a no-op), else ``None``."""
-    if lake.is_published(release_id):
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    return None
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """How a release was asked for: the command line's engine and master overrides, a release id
+    (default: a fresh one), an engine already running (it is left open), a progress callback."""
+
+    engine_name: str | None = None
+    master: str | None = None
+    release_id: str | None = None
+    engine: Engine | None = None
+    progress: Callable[[str], None] | None = None
 
 
-def reserve_budget(ledger: PrivacyLedger, dataset: str, release_id: str, epsilon: float, delta: float,
-                   budget: Budget | None, kind: str) -> None:
-    """Reserve the release's (ε, δ) in the ledger before any data is read; refuse when it would
-    exceed the dataset's budget. No budget configured: nothing is charged."""
-    if budget is None:
-        return
-    try:
-        ledger.reserve(dataset, release_id, epsilon, delta, budget.epsilon, budget.delta, kind)
-    except BudgetExceeded as error:
-        raise ReleaseRefused(str(error)) from None
+@dataclass
+class ReleaseContext:
+    """One release in progress, as every stage of every kind sees it: its configuration, lake,
+    ledger, id, clock and stage timer, the secret (once drawn) and the budget reservation made
+    for it (so that any failure before the commit gives it back, and only it)."""
 
+    kind: str
+    config: Any
+    lake: Lake
+    release_id: str
+    started: datetime
+    timer: StageTimer
+    secret: bytes = b""
+    secret_source: str = ""
+    reserved: bool = False
+    _ledger: PrivacyLedger | None = field(default=None, repr=False)
+    _staging: Path | None = field(default=None, repr=False)
 
-def guarded_release(lake: Lake, release_id: str, refund: Callable[[], None] | None,
-                    run: Callable[[], ReleaseOutcome]) -> ReleaseOutcome:
-    """Run a reserved release: a concurrent publish of the same id is a no-op; a quarantined release
-    keeps its reservation (its manifest says why, and the pipeline refunds it); any other failure
-    refunds the reservation; staging is discarded in every failure."""
-    try:
-        return run()
-    except ReleaseAlreadyPublished:
-        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    except ReleaseQuarantined:
-        lake.discard_staging(release_id)
-        raise
-    except BaseException:
-        if refund is not None:
-            refund()
-        lake.discard_staging(release_id)
-        raise
+    @property
+    def ledger(self) -> PrivacyLedger:
+        if self._ledger is None:
+            self._ledger = PrivacyLedger(self.lake)
+        return self._ledger
+
+    @property
+    def staging(self) -> Path:
+        """This release's staging folder: emptied of an interrupted attempt's left-overs on first
+        use, then the same folder for every stage."""
+        if self._staging is None:
+            self._staging = self.lake.staging_directory(self.release_id)
+        return self._staging
+
+    def reserve(self, epsilon: float, delta: float, budget: Budget | None) -> None:
+        """Reserve the release's (ε, δ) in the ledger before the data it covers is read; refuse
+        (``ReleaseRefused``) when it would exceed the dataset's budget. No budget configured:
+        nothing is charged."""
+        if budget is None:
+            return
+        try:
+            self.ledger.reserve(self.config.dataset, self.release_id, epsilon, delta, budget.epsilon,
+                                budget.delta, self.kind)
+        except BudgetExceeded as error:
+            raise ReleaseRefused(str(error)) from None
+        self.reserved = True
+
+    def refund(self) -> None:
+        """Give back this release's reservation, if it made one (at most once)."""
+        if self.reserved:
+            self.reserved = False
+            self.ledger.refund(self.config.dataset, self.release_id)
+
+    def manifest_identity(self) -> dict[str, Any]:
+        """The manifest keys every kind writes first."""
+        return {"release_id": self.release_id, "kind": self.kind, "dataset": self.config.dataset}
+
+    def manifest_provenance(self) -> dict[str, Any]:
+        """The manifest keys every kind writes last: the config as run, stage timings (filled in
+        at publication), the code version, where the secret came from, when and with which Python."""
+        return {
+            "config": self.config.model_dump(mode="json", by_alias=True),
+            "timings": {},
+            "code_version": code_version(),
+            "secret_source": self.secret_source,
+            "created_at": self.started.isoformat(),
+            "python": sys.version.split()[0],
+        }
 
 
 @dataclass(frozen=True)
-class ReleaseStart:
-    """The opening of every release: its clock and stage timer, the lake, the checked release id
-    (generated when none is given), and the outcome when that id is already published."""
+class ReleaseResult:
+    """What a kind's ``run_on_engine`` hands back: the staged data files and their schema, the
+    manifest, and the output validation's verdict (with its first issue when it failed)."""
 
-    started: datetime
-    timer: StageTimer
-    lake: Lake
-    release_id: str
-    published: ReleaseOutcome | None
-
-
-def start_release(lake_path: Path, dataset: str, release_id: str | None,
-                  progress: Callable[[str], None] | None) -> ReleaseStart:
-    started = datetime.now(UTC)
-    lake = Lake(lake_path)
-    checked = check_release_id(release_id or new_release_id(dataset))
-    return ReleaseStart(started, StageTimer(progress), lake, checked, published_outcome(lake, checked))
+    files: list[Path]
+    schema: pa.Schema
+    manifest: dict[str, Any]
+    output_valid: bool
+    first_issue: str | None
 
 
-def finish_release(lake: Lake, release_id: str, kind: str, files: list[Path], schema: Any, manifest: dict[str, Any],
-                   output_valid: bool, first_issue: str | None, timer: StageTimer,
-                   refund: Callable[[], None] | None) -> ReleaseOutcome:
+@dataclass(frozen=True)
+class ReleaseKind:
+    """A release kind, as the platform runs it.
+
+    ``plan(context)`` decides from the configuration alone, before the engine starts or the data
+    is read (may ``context.reserve``); ``prepare(context, plan)`` is the driver's work while the
+    engine starts (read, validate, stage; may reserve once a guarantee is known); and
+    ``run_on_engine(context, plan, prepared, engine)`` runs the jobs and returns the
+    :class:`ReleaseResult`. ``summary(manifest)`` is the one line ``privlake run`` prints.
+    ``worker_modules`` are imported by the engine's workers at start-up; ``show_keys`` are the
+    kind's own manifest keys ``privlake show`` lists; ``draws_randomness`` says whether the
+    release needs a secret."""
+
+    name: str
+    config_model: type
+    worker_modules: tuple[str, ...]
+    plan: Callable[[ReleaseContext], Any]
+    prepare: Callable[[ReleaseContext, Any], Any]
+    run_on_engine: Callable[[ReleaseContext, Any, Any, Engine], ReleaseResult]
+    summary: Callable[[dict[str, Any]], str]
+    show_keys: tuple[str, ...] = ()
+    draws_randomness: bool = True
+
+    def run(self, config: Any, request: ReleaseRequest | None = None) -> ReleaseOutcome:
+        return run_release(self, config, request or ReleaseRequest())
+
+
+def open_release(kind: str, config: Any, request: ReleaseRequest) -> ReleaseContext | ReleaseOutcome:
+    """The context of a new release, or the outcome of its id when that is already published."""
+    lake = Lake(config.lake)
+    release_id = check_release_id(request.release_id or new_release_id(config.dataset))
+    if lake.is_published(release_id):
+        return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
+    return ReleaseContext(kind, config, lake, release_id, datetime.now(UTC), StageTimer(request.progress))
+
+
+def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> ReleaseOutcome:
+    """One release of ``kind`` end to end (module docstring): its id, status and manifest."""
+    opened = open_release(kind.name, config, request)
+    if isinstance(opened, ReleaseOutcome):
+        return opened
+    context = opened
+    try:
+        plan = kind.plan(context)
+        if kind.draws_randomness:
+            context.secret, context.secret_source = release_secret()
+        with engine_in_background(request.engine, config.engine, request.engine_name, request.master,
+                                  kind.worker_modules) as wait_for_engine:
+            prepared = kind.prepare(context, plan)
+            with context.timer.stage("wait for engine"):
+                engine = wait_for_engine()
+            result = kind.run_on_engine(context, plan, prepared, engine)
+        return finish_release(context, result)
+    except ReleaseAlreadyPublished:
+        return ReleaseOutcome(context.release_id, "published", context.lake.manifest(context.release_id),
+                              already_published=True)
+    except ReleaseQuarantined:
+        context.lake.discard_staging(context.release_id)
+        raise
+    except BaseException:
+        context.refund()
+        context.lake.discard_staging(context.release_id)
+        raise
+
+
+def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOutcome:
     """The end of every release: publish data and manifest in one commit, or, when the output
-    failed validation, quarantine them, give the budget back (``refund``) and raise
-    ``ReleaseQuarantined`` naming the first issue. Staging is discarded after publishing."""
-    if not output_valid:
+    failed validation, quarantine them, give the budget back and raise ``ReleaseQuarantined``
+    naming the first issue. Staging is discarded after publishing."""
+    lake, release_id, timer, manifest = context.lake, context.release_id, context.timer, result.manifest
+    if not result.output_valid:
         manifest["timings"] = dict(timer.timings)
-        lake.quarantine(release_id, files, manifest)
-        if refund is not None:
-            refund()
+        lake.quarantine(release_id, result.files, manifest)
+        context.refund()
         raise ReleaseQuarantined(
-            f"release {release_id} failed output validation and was quarantined: {first_issue or 'see manifest'}"
+            f"release {release_id} failed output validation and was quarantined: {result.first_issue or 'see manifest'}"
         )
     with timer.stage("publish"):
         manifest["timings"] = dict(timer.timings)
-        lake.publish(release_id, kind, files, schema, manifest)
+        lake.publish(release_id, context.kind, result.files, result.schema, manifest)
     manifest["timings"] = dict(timer.timings)
     lake.discard_staging(release_id)
     return ReleaseOutcome(release_id, "published", manifest)

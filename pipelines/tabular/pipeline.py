@@ -23,10 +23,7 @@ in-memory reference this pipeline must equal on every engine.
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +35,14 @@ import pyarrow.parquet as pq
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
-from pipelines.platform.lake import Lake
-from pipelines.platform.ledger import PrivacyLedger
 from pipelines.platform.release import (
+    ReleaseContext,
+    ReleaseKind,
     ReleaseOutcome,
+    ReleaseRequest,
+    ReleaseResult,
     StageTimer,
-    code_version,
-    engine_in_background,
-    finish_release,
-    guarded_release,
-    release_secret,
-    reserve_budget,
-    start_release,
+    run_release,
 )
 from pipelines.tabular.blocks import (
     PART_PARAMETERS,
@@ -150,20 +143,19 @@ def staged_schema(attribute_count: int) -> pa.Schema:
     )
 
 
-def run_tabular_release(
-    config: TabularConfig,
-    *,
-    engine_name: str | None = None,
-    master: str | None = None,
-    release_id: str | None = None,
-    engine: Engine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ReleaseOutcome:
-    """Run one tabular release end to end and return its id, status and manifest."""
-    opening = start_release(config.lake, config.dataset, release_id, progress)
-    if opening.published is not None:
-        return opening.published
-    started, timer, lake, release_id = opening.started, opening.timer, opening.lake, opening.release_id
+@dataclass(frozen=True)
+class TabularPlan:
+    """What a tabular release decides from its configuration and schema alone."""
+
+    schema: TabularSchema
+    parts: PrivacyParts
+    omega: int
+
+
+def plan_release(context: ReleaseContext) -> TabularPlan:
+    """The schema and the model's limits checked, ω resolved, the guarantee's parts split and the
+    per-record guarantee reserved in the ledger before the records are read."""
+    config = context.config
     schema = read_schema(config.input.schema_path)
     sizes = domain_sizes(schema)
     try:
@@ -174,24 +166,10 @@ def run_tabular_release(
     if not 0 <= omega <= len(sizes):
         raise PrivlakeError(f"synthesis.omega: must be between 0 and the number of attributes ({len(sizes)})")
     parts = privacy_parts(config)
-    ledger = PrivacyLedger(lake)
-    budget = config.privacy.budget
     preview = tabular_guarantee(parts.epsilon_structure, parts.epsilon_parameters, parts.epsilon0,
                                 config.privacy.gamma, config.privacy.k, parts.t)
-    reserve_budget(ledger, config.dataset, release_id, preview["epsilon"], preview["delta"], budget, "tabular")
-
-    def run() -> ReleaseOutcome:
-        secret, secret_source = release_secret()
-        with engine_in_background(engine, config.engine, engine_name, master, TABULAR_WORKER_MODULES) as wait:
-            prepared = _prepare(config, schema, parts, lake, release_id, timer, secret, omega)
-            with timer.stage("wait for engine"):
-                started_engine = wait()
-            return _run_on_engine(config, schema, parts, prepared, started_engine, lake, ledger, release_id,
-                                  started, timer, secret, secret_source, omega)
-
-    return guarded_release(
-        lake, release_id, (lambda: ledger.refund(config.dataset, release_id)) if budget is not None else None, run
-    )
+    context.reserve(preview["epsilon"], preview["delta"], config.privacy.budget)
+    return TabularPlan(schema, parts, omega)
 
 
 @dataclass(frozen=True)
@@ -206,8 +184,11 @@ class PreparedRecords:
     minimum_records: int
 
 
-def _prepare(config: TabularConfig, schema: TabularSchema, parts: PrivacyParts, lake: Lake, release_id: str,
-             timer: StageTimer, secret: bytes, omega: int) -> PreparedRecords:
+def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecords:
+    """Read and encode the records, split them (keyed) into seeds, structure and parameter data,
+    and stage the coded records for the engine."""
+    config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
+    schema, parts, omega = plan.schema, plan.parts, plan.omega
     settings = config.input
     with timer.stage("read input"):
         records = read_tabular_records(settings, schema)
@@ -243,7 +224,7 @@ def _prepare(config: TabularConfig, schema: TabularSchema, parts: PrivacyParts, 
         part[split.seeds], part[split.structure], part[split.parameters] = PART_SEEDS, PART_STRUCTURE, PART_PARAMETERS
         columns = {name: codes[:, index] for index, name in enumerate(code_columns(codes.shape[1]))}
         table = pa.table({**columns, "part": part}, schema=staged_schema(codes.shape[1]))
-        folder = lake.staging_directory(release_id) / "input"
+        folder = context.staging / "input"
         folder.mkdir(parents=True, exist_ok=True)
         staged = folder / "records.parquet"
         pq.write_table(table, staged, row_group_size=1 << 20)
@@ -363,9 +344,10 @@ def _synthesize(engine: Engine, side: SynthesisSide, schema: TabularSchema, time
     return SynthesisResult(rounds, cut, attempts, passed, next_batch)
 
 
-def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyParts, prepared: PreparedRecords,
-                   engine: Engine, lake: Lake, ledger: PrivacyLedger, release_id: str, started: datetime,
-                   timer: StageTimer, secret: bytes, secret_source: str, omega: int) -> ReleaseOutcome:
+def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords,
+                  engine: Engine) -> ReleaseResult:
+    config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
+    schema, parts, omega = plan.schema, plan.parts, plan.omega
     sizes = domain_sizes(schema)
     parameters = prepared.parameters
     split = prepared.split
@@ -394,7 +376,7 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
     with timer.stage("write staging"):
         for number, outcome in enumerate(result.rounds):
             released = engine.map_batches(outcome, released_rows, out_schema, side=result.cut)
-            files += engine.write_parquet(released, lake.staging_root / release_id / "data" / f"round-{number}", out_schema)
+            files += engine.write_parquet(released, context.staging / "data" / f"round-{number}", out_schema)
             engine.unpersist(outcome)
     with timer.stage("validate output"):
         released_frame = (
@@ -412,9 +394,7 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
 
             evaluation = evaluation_report(config, schema, released_frame, prepared.frame, seeds_codes, secret, release_id)
     manifest: dict[str, Any] = {
-        "release_id": release_id,
-        "kind": "tabular",
-        "dataset": config.dataset,
+        **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
         "epsilon": guarantee["epsilon"],
         "delta": guarantee["delta"],
@@ -437,7 +417,6 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
         "engine": engine.name,
         "input_fingerprint": prepared.fingerprint,
         "input_rows": int(prepared.codes.shape[0]),
-        "config": config.model_dump(mode="json", by_alias=True),
         "validation": {
             "input": {
                 "success": True,
@@ -452,12 +431,32 @@ def _run_on_engine(config: TabularConfig, schema: TabularSchema, parts: PrivacyP
             "output": output_validation.to_json(),
         },
         "evaluation": evaluation,
-        "timings": {},
-        "code_version": code_version(),
-        "secret_source": secret_source,
-        "created_at": started.isoformat(),
-        "python": sys.version.split()[0],
+        **context.manifest_provenance(),
     }
-    refund = (lambda: ledger.refund(config.dataset, release_id)) if config.privacy.budget is not None else None
-    return finish_release(lake, release_id, "tabular", files, out_schema, manifest, output_validation.success,
-                          output_validation.first_line(), timer, refund)
+    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line())
+
+
+def summary_line(manifest: dict[str, Any]) -> str:
+    return (
+        f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
+        f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
+        f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
+    )
+
+
+KIND = ReleaseKind(
+    name="tabular",
+    config_model=TabularConfig,
+    worker_modules=TABULAR_WORKER_MODULES,
+    plan=plan_release,
+    prepare=prepare_records,
+    run_on_engine=run_on_engine,
+    summary=summary_line,
+    show_keys=("epsilon_whole_release", "delta_whole_release", "pass_rate", "candidate_attempts", "omega"),
+)
+
+
+def run_tabular_release(config: TabularConfig, **request: Any) -> ReleaseOutcome:
+    """Run one tabular release end to end and return its id, status and manifest; ``request``
+    takes the fields of :class:`ReleaseRequest`."""
+    return run_release(KIND, config, ReleaseRequest(**request))

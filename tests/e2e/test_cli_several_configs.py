@@ -74,17 +74,15 @@ def test_configs_asking_for_different_engines_are_refused_before_any_release(
 def test_an_unexpected_error_in_one_release_does_not_stop_the_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipelines.crowd.pipeline as crowd_pipeline
-
     (first, failing, third), lake = _configs(tmp_path, ["first", "failing", "third"])
-    real_run = crowd_pipeline.run_crowd_release
+    real_run = release_run.run_release
 
-    def failing_run(config, **keywords):
+    def failing_run(kind, config, request):
         if config.dataset == "failing":
             raise RuntimeError("worker lost\nsecond line")
-        return real_run(config, **keywords)
+        return real_run(kind, config, request)
 
-    monkeypatch.setattr(crowd_pipeline, "run_crowd_release", failing_run)
+    monkeypatch.setattr(release_run, "run_release", failing_run)
     code, out, err = run_cli(capsys, "run", str(first), str(failing), str(third))
     assert code == 1
     assert_one_line_failure(code, err, str(failing), "internal error", "RuntimeError: worker lost")

@@ -1,0 +1,57 @@
+"""The registry of release kinds: the one place that lists them.
+
+Each entry names a kind's configuration model and its pipeline module (which defines the kind's
+:class:`~pipelines.platform.release.ReleaseKind` as ``KIND``). Both are imported only when that
+kind is used, so ``privlake`` on a crowd config never imports torch, and the config loader reads a
+config without importing any pipeline. Adding a kind: one package per layer and one line here
+(``docs/ARCHITECTURE.md``, "Adding a release kind").
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.platform.release import ReleaseKind
+
+
+@dataclass(frozen=True)
+class KindEntry:
+    """Where a kind lives: ``config`` as ``module:ClassName``, ``pipeline`` a module path,
+    ``commands`` a light module whose ``add_commands(subparsers)`` adds the kind's own commands."""
+
+    config: str
+    pipeline: str
+    commands: str | None = None
+
+
+KINDS: dict[str, KindEntry] = {
+    "crowd": KindEntry("schemas.crowd.config:CrowdConfig", "pipelines.crowd.pipeline", "pipelines.crowd.commands"),
+    "tabular": KindEntry("schemas.tabular.config:TabularConfig", "pipelines.tabular.pipeline"),
+    "ldp": KindEntry("schemas.ldp.config:LdpConfig", "pipelines.ldp.pipeline", "pipelines.ldp.commands"),
+    "filter": KindEntry("schemas.filter.config:FilterConfig", "pipelines.filter.pipeline", "pipelines.filter.commands"),
+}
+
+
+def kind_names() -> list[str]:
+    return sorted(KINDS)
+
+
+def config_model(kind: str) -> type[Any]:
+    """The configuration model of ``kind`` (``KeyError`` for an unknown kind)."""
+    module, name = KINDS[kind].config.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def release_kind(kind: str) -> ReleaseKind:
+    """The :class:`ReleaseKind` of ``kind`` (``KeyError`` for an unknown kind)."""
+    return importlib.import_module(KINDS[kind].pipeline).KIND
+
+
+def add_kind_commands(commands: Any) -> None:
+    """Each kind's own subcommands (``generate-crowd``, ``simulate-ldp``, ``train-encoder``), from
+    its light ``commands`` module (heavy imports stay inside the commands' handlers)."""
+    for kind in KINDS.values():
+        if kind.commands is not None:
+            importlib.import_module(kind.commands).add_commands(commands)

@@ -1,0 +1,33 @@
+"""Release ids: the one rule for what an id may be, and how a fresh one is made.
+
+An id names the release's table and staging folder and is what a scheduler passes to make a
+retry idempotent, so it is checked the same way everywhere (command line, Python API, lake).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+
+from pipelines.platform.errors import PrivlakeError
+
+RELEASE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+class InvalidReleaseId(PrivlakeError, ValueError):
+    """A release id that breaks ``RELEASE_ID_PATTERN`` (one line, exit code 2)."""
+
+
+def check_release_id(release_id: str) -> str:
+    """``release_id`` itself when it is letters, digits, ``.``, ``_`` and ``-`` (at most 128,
+    starting with a letter or digit); ``InvalidReleaseId`` otherwise."""
+    if not isinstance(release_id, str) or not RELEASE_ID_PATTERN.match(release_id):
+        raise InvalidReleaseId(f"release id {release_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+    return release_id
+
+
+def new_release_id(dataset: str) -> str:
+    """``<dataset>-<UTC time>-<6 random hex digits>``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{dataset}-{stamp}-{os.urandom(3).hex()}"
