@@ -27,59 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import RESULTS, run_json_child, table
 
 CLAIMS_PER_OBJECT = 20
 SECRET_HEX = "be" * 32
-
-
-def process_tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            parent = int(fields[1])
-            children.setdefault(parent, []).append(int(entry))
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, stack = 0, [pid]
-    while stack:
-        current = stack.pop()
-        total += rss.get(current, 0)
-        stack.extend(children.get(current, []))
-    return total
-
-
-def run_measured(command: list[str]) -> tuple[dict, int]:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-
-    def sample() -> None:
-        while process.poll() is None:
-            peak[0] = max(peak[0], process_tree_rss(process.pid))
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = process.communicate()
-    sampler.join()
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{err[-3000:]}")
-    return json.loads(out.strip().splitlines()[-1]), peak[0]
 
 
 def generate(claims: int, directory: Path) -> Path:
@@ -153,11 +111,25 @@ def measure(variant: str, path: Path, workdir: Path) -> dict:
     return {"variant": variant, "wall_seconds": wall, "rows": rows, "timings": timings}
 
 
+def markdown(results: list[dict]) -> str:
+    """The runs as a table, each with its wall time over the floor's at the same size."""
+    floor = {r["claims"]: r["wall_seconds"] for r in results if r["variant"] == "floor"}
+    rows = [
+        (r["claims"], r["variant"], r["wall_seconds"], r["claims_per_second"], r["peak_rss_mib"],
+         r["wall_seconds"] / floor[r["claims"]] if r["claims"] in floor else float("nan"))
+        for r in results
+    ]
+    return "\n".join(table(
+        ["claims", "variant", "wall s", "claims/s", "peak MiB", "× floor"], rows,
+        align="rlrrrr", formats=[",", None, ".1f", ",.0f", ".0f", lambda ratio: f"{ratio:.2f}"],
+    ))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--variants", nargs="+", default=["floor", "local", "spark", "spark-warm"])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "crowd_scaling.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "crowd_scaling.json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
@@ -174,25 +146,19 @@ def main() -> None:
             path = generate(size, workdir)
             for variant in args.variants:
                 child = [sys.executable, __file__, "--measure", variant, "--input", str(path), "--workdir", str(workdir)]
-                report, peak = run_measured(child)
-                report.update(claims=size, claims_per_second=size / report["wall_seconds"], peak_rss_mib=peak / 2**20)
+                report, sampler = run_json_child(child)
+                report.update(
+                    claims=size, claims_per_second=size / report["wall_seconds"], peak_rss_mib=sampler.peak_total / 2**20
+                )
                 results.append(report)
                 print(
                     f"{size:>10,} claims  {variant:10} {report['wall_seconds']:8.1f} s  "
                     f"{report['claims_per_second']:>10,.0f} claims/s  peak {report['peak_rss_mib']:7.0f} MiB",
                     flush=True,
                 )
-    floor = {r["claims"]: r["wall_seconds"] for r in results if r["variant"] == "floor"}
-    print("\n| claims | variant | wall s | claims/s | peak MiB | × floor |")
-    print("|---:|---|---:|---:|---:|---:|")
-    for r in results:
-        ratio = r["wall_seconds"] / floor[r["claims"]] if r["claims"] in floor else float("nan")
-        print(
-            f"| {r['claims']:,} | {r['variant']} | {r['wall_seconds']:.1f} | {r['claims_per_second']:,.0f} | "
-            f"{r['peak_rss_mib']:.0f} | {ratio:.2f} |"
-        )
+    print("\n" + markdown(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,25 +10,24 @@ benchmarks/results/crowd_utility.json. Deterministic: fixed generator seeds and 
 
 from __future__ import annotations
 
-import json
+import argparse
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import DATASETS, add_results_option, table, write_json
+from transforms.crowd.baselines import basic_laplace_release
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
+from transforms.crowd.evaluation import learned_density_errors, released_claims_errors
+from transforms.crowd.release import fit_crowd_model, synthesize_in_memory
+from transforms.crowd.sample_data import generate_sample_crowd_data
+from transforms.crowd.synthesis import SynthesisParameters
 
-from transforms.crowd.baselines import basic_laplace_release  # noqa: E402
-from transforms.crowd.claims_block import ClaimsBlock  # noqa: E402
-from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error  # noqa: E402
-from transforms.crowd.evaluation import learned_density_errors, released_claims_errors  # noqa: E402
-from transforms.crowd.release import fit_crowd_model, synthesize_in_memory  # noqa: E402
-from transforms.crowd.sample_data import generate_sample_crowd_data  # noqa: E402
-from transforms.crowd.synthesis import SynthesisParameters  # noqa: E402
-
-DATASETS = ROOT.parent / "shared" / "datasets"
 SECRETS = [bytes([i]) * 32 for i in (1, 2, 3)]
 REAL_DATA_SECRETS = [bytes([i]) * 32 for i in range(1, 31)]
 """Secrets of the real-data figures: enough for a paired comparison between weight methods
@@ -133,39 +132,61 @@ def real_data_report() -> dict:
     return report
 
 
+def markdown(generator: dict, real: dict) -> str:
+    """The README's evaluation tables (``generator_report`` and ``real_data_report``, or the same
+    read back from the JSON)."""
+    release_rows = [
+        (method, generator["model_density_ise"][method], entry["ise"], entry["truth_mae"], entry["pass_rate"])
+        for method, entry in ((method, generator["release"][method]) for method in METHODS)
+    ] + [
+        (f"Basic, eps = {float(epsilon):g}", "-", entry["ise"], entry["truth_mae"], "1")
+        for epsilon, entry in generator["basic"].items()
+    ]
+    real_rows = [
+        (name, entry["raw_claims_median"],
+         *(f"{entry[m]:.4g} ± {entry[m + '_standard_error']:.2g}" for m in METHODS))
+        for name, entry in real.items()
+    ]
+    paired_rows = [
+        (name, other, f"{paired['mean']:+.4g} ± {paired['standard_error']:.2g}", paired["t"],
+         f"{paired['secrets_where_combined_is_better']} of {paired['secrets']}")
+        for name, entry in real.items()
+        for other in ("uniform", "global")
+        for paired in (entry[f"combined_minus_{other}"],)
+    ]
+    lines = [
+        "Generator (4 data sets x 300 objects x 20 claims, 100 sources of which 10% outlying; m = 10, k = 5,",
+        "gamma = 4, eps0 = 2, R = 4; 2 secrets each):",
+        "",
+        *table(
+            ["weights", "ISE of learned density f_i", "ISE of released claims", "truth MAE (median)", "pass rate"],
+            release_rows, formats=[None, ".4f", ".4f", ".3f", ".2f"],
+        ),
+        "",
+        "ISE of released claims (combined) by m: "
+        + ", ".join(f"m = {m}: {value:.4f}" for m, value in generator["m_sweep"].items()),
+        "",
+        "Real data, truth MAE of the per-object median of released claims (mean ± standard error over "
+        f"{len(REAL_DATA_SECRETS)} secrets):",
+        "",
+        *table(["data", "raw claims", *METHODS], real_rows, formats=[None, ".4g", *[None] * len(METHODS)]),
+        "",
+        "Paired by secret (combined minus the other; negative = combined better):",
+        "",
+        *table(["data", "vs", "mean difference ± SE", "t", "secrets where combined is better"], paired_rows,
+               align="llrrr", formats=[None, None, None, ".1f", None]),
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_results_option(parser)
+    arguments = parser.parse_args()
     generator = generator_report()
     real = real_data_report()
-    print("Generator (4 data sets x 300 objects x 20 claims, 100 sources of which 10% outlying; m = 10, k = 5,")
-    print("gamma = 4, eps0 = 2, R = 4; 2 secrets each):\n")
-    print("| weights | ISE of learned density f_i | ISE of released claims | truth MAE (median) | pass rate |")
-    print("|---|---:|---:|---:|---:|")
-    for method in METHODS:
-        release = generator["release"][method]
-        print(f"| {method} | {generator['model_density_ise'][method]:.4f} | {release['ise']:.4f} | "
-              f"{release['truth_mae']:.3f} | {release['pass_rate']:.2f} |")
-    for epsilon, entry in generator["basic"].items():
-        print(f"| Basic, eps = {epsilon:g} | - | {entry['ise']:.4f} | {entry['truth_mae']:.3f} | 1 |")
-    print("\nISE of released claims (combined) by m: "
-          + ", ".join(f"m = {m}: {value:.4f}" for m, value in generator["m_sweep"].items()))
-    print(f"\nReal data, truth MAE of the per-object median of released claims (mean ± standard error over "
-          f"{len(REAL_DATA_SECRETS)} secrets):\n")
-    print("| data | raw claims | combined | global | local | uniform |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, entry in real.items():
-        print(f"| {name} | {entry['raw_claims_median']:.4g} | "
-              + " | ".join(f"{entry[m]:.4g} ± {entry[m + '_standard_error']:.2g}" for m in METHODS) + " |")
-    print("\nPaired by secret (combined minus the other; negative = combined better):\n")
-    print("| data | vs | mean difference ± SE | t | secrets where combined is better |")
-    print("|---|---|---:|---:|---:|")
-    for name, entry in real.items():
-        for other in ("uniform", "global"):
-            paired = entry[f"combined_minus_{other}"]
-            print(f"| {name} | {other} | {paired['mean']:+.4g} ± {paired['standard_error']:.2g} | {paired['t']:.1f} | "
-                  f"{paired['secrets_where_combined_is_better']} of {paired['secrets']} |")
-    out = ROOT / "benchmarks" / "results" / "crowd_utility.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"generator": generator, "real": real}, indent=2, default=str))
+    print(markdown(generator, real))
+    write_json(arguments.results_dir, "crowd_utility", {"generator": generator, "real": real}, indent=2, default=str)
 
 
 if __name__ == "__main__":

@@ -49,41 +49,39 @@ Writes ``benchmarks/results/filter_evaluation.json`` and ``.md``.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from importlib.metadata import version  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+os.environ.update(harness.one_thread())
 
-import numpy as np  # noqa: E402
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-from benchmarks.machine_info import machine_basics  # noqa: E402
-from tests.reproduction import filter_datasets as fd  # noqa: E402
-from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
-from transforms.filter.accounting import (  # noqa: E402
+from tests.reproduction import filter_datasets as fd
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.accounting import (
     gaussian_baseline_filter,
     gaussian_baseline_noise_scale,
     gaussian_exact_epsilon,
 )
-from transforms.filter.evaluation import (  # noqa: E402
+from transforms.filter.evaluation import (
     classifier_scores,
     knn_mutual_information,
 )
-from transforms.filter.features import decode_features  # noqa: E402
-from transforms.filter.latent_filter import (  # noqa: E402
+from transforms.filter.features import decode_features
+from transforms.filter.latent_filter import (
     FilterTrainingConfig,
     LinearLatentFilter,
     filter_distortion,
@@ -91,7 +89,7 @@ from transforms.filter.latent_filter import (  # noqa: E402
     privatize_latents,
     train_latent_filter,
 )
-from transforms.filter.vae import (  # noqa: E402
+from transforms.filter.vae import (
     VaeTrainingConfig,
     configure_deterministic_torch,
     decode_latents,
@@ -101,7 +99,6 @@ from transforms.filter.vae import (  # noqa: E402
 SECRET = bytes(range(100, 132))
 DELTA = 1e-5
 CLASSIFIERS = ("logistic", "gradient_boosting")
-RESULTS = ROOT / "benchmarks" / "results"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,24 +106,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def machine() -> dict[str, Any]:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = None
+    from pipelines.platform.release import code_version
+
     return {
-        **machine_basics(),
+        **harness.machine_basics(),
         "versions": {name: version(name) for name in ("numpy", "scikit-learn", "torch")},
-        "privlake_commit": commit,
+        "privlake_commit": code_version(),
         "note": "uncommitted work in progress may differ from the commit",
     }
-
-
-def timed(function: Any, *arguments: Any, **keywords: Any) -> tuple[Any, float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = function(*arguments, **keywords)
-    return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,10 +142,10 @@ def adult_setup(quick: bool, noise_scale: float = 0.03, name: str = "adult") -> 
     if quick:
         train, release = train.subset(np.arange(3000)), release.subset(np.arange(2000))
     config = VaeTrainingConfig(epochs=2) if quick else VaeTrainingConfig()
-    model, wall, _ = timed(
+    model, timing = harness.timed(
         fd.train_shared_vae, train.matrix, fd.ADULT_SPEC, SECRET, name, config, numeric_noise_scale=noise_scale
     )
-    return Setup(name, model, fd.encode_part(model, train), fd.encode_part(model, release), {}, wall)
+    return Setup(name, model, fd.encode_part(model, train), fd.encode_part(model, release), {}, timing.wall_seconds)
 
 
 def split_setup(
@@ -167,7 +154,7 @@ def split_setup(
     order = keyed_generator(SECRET, data.name, "split", 0).permutation(data.rows)
     half = data.rows // 2
     training, release = data.subset(order[:half]), data.subset(order[half:])
-    model, wall, _ = timed(
+    model, timing = harness.timed(
         fd.train_shared_vae,
         training.matrix,
         data.spec,
@@ -182,7 +169,7 @@ def split_setup(
         fd.encode_part(model, training),
         fd.encode_part(model, release),
         {"epochs": 50, "batch_size": 128},
-        wall,
+        timing.wall_seconds,
     )
 
 
@@ -195,7 +182,7 @@ def train_filter(
 ) -> tuple[LinearLatentFilter, float]:
     data = setup.training.data
     config = FilterTrainingConfig(budget=budget, max_sensitivity=cap, **setup.filter_defaults)
-    trained, wall, _ = timed(
+    trained, timing = harness.timed(
         train_latent_filter,
         setup.training.mean,
         setup.training.log_variance,
@@ -206,7 +193,7 @@ def train_filter(
         config,
         keyed_generator(SECRET, setup.name, f"filter/{private}/{utility}", (repr(budget), repr(cap), key)),
     )
-    return trained.latent_filter, wall
+    return trained.latent_filter, timing.wall_seconds
 
 
 def scores(matrix: np.ndarray, data: fd.LabelledFeatures, private: str, utility: str) -> dict[str, Any]:
@@ -443,7 +430,7 @@ def timings(adult: Setup) -> dict[str, Any]:
     result: dict[str, Any] = {"vae_full_adult_default_config": {"wall_seconds": adult.vae_seconds,
                                                                 "rows": train.rows, "epochs": 40}}
     for cap in (None, 1.0):
-        _, wall, cpu = timed(
+        _, timing = harness.timed(
             train_latent_filter,
             adult.training.mean,
             adult.training.log_variance,
@@ -454,7 +441,9 @@ def timings(adult: Setup) -> dict[str, Any]:
             FilterTrainingConfig(budget=4.0, max_sensitivity=cap),
             keyed_generator(SECRET, "timing", "filter", 0),
         )
-        result[f"filter_full_adult_cap_{cap}"] = {"wall_seconds": wall, "cpu_seconds": cpu, "rows": train.rows}
+        result[f"filter_full_adult_cap_{cap}"] = {
+            "wall_seconds": timing.wall_seconds, "cpu_seconds": timing.cpu_seconds, "rows": train.rows
+        }
     latent_filter, _ = train_filter(adult, "sex", "income", 4.0, None)
     test = adult.release.data
 
@@ -464,9 +453,9 @@ def timings(adult: Setup) -> dict[str, Any]:
         filtered = privatize_latents(mean, log_variance, test.labels["sex"], latent_filter, rng)
         return decode_features(decode_latents(adult.model, filtered), fd.ADULT_SPEC)
 
-    _, wall, cpu = timed(privatize_all)
+    _, timing = harness.timed(privatize_all)
     result["privatize_in_process"] = {
-        "rows": test.rows, "wall_seconds": wall, "records_per_second": test.rows / wall,
+        "rows": test.rows, "wall_seconds": timing.wall_seconds, "records_per_second": test.rows / timing.wall_seconds,
         "note": "encode, posterior draw, filter, decode to records; one thread, no engine",
     }
     return result
@@ -477,15 +466,21 @@ def timings(adult: Setup) -> dict[str, Any]:
 
 
 def number(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "–"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}f}"
-    return str(value)
+    """Fixed point with ``digits`` decimals, from 1000 on without decimals; integers as they are."""
+    return harness.number(value, f".{digits}f", large=",.0f", integers="")
+
+
+def rounded(digits: int) -> Callable[[Any], str]:
+    return lambda value: number(value, digits)
+
+
+def cap_text(cap: float | None) -> str:
+    return "none" if cap is None else number(cap, 1)
+
+
+def both(row: dict[str, Any], key: str) -> str:
+    """Logistic regression / gradient boosting."""
+    return f"{number(row[key + '_log'])} / {number(row[key + '_gb'])}"
 
 
 def label(row: dict[str, Any]) -> str:
@@ -495,120 +490,122 @@ def label(row: dict[str, Any]) -> str:
         return "VAE only (b = 0)"
     if row["method"] == "gaussian":
         return f"Gaussian σ = {row['sigma']:.3f}"
-    return f"filter, cap {number(row['cap'], 1) if row['cap'] is not None else 'none'}"
+    return f"filter, cap {cap_text(row['cap'])}"
 
 
 def sweep_table(rows: list[dict[str, Any]]) -> list[str]:
     first = rows[0]
-    lines = [
-        f"Private `{first['private']}` (majority rate {first['adversary_majority']:.3f}), utility "
-        f"`{first['utility']}` (majority rate {first['utility_majority']:.3f}); accuracy and AUROC "
-        "of logistic regression / gradient boosting trained afresh on released records, held-out "
-        "released records. ε: exact Gaussian ε at δ = 1e-5 of the label sensitivity s.",
-        "",
-        "| b | release | D | s | ε | adversary acc log / gb | adversary AUROC log / gb | utility acc log / gb "
-        "| utility AUROC log / gb | MI bound (nats) | train s |",
-        "|---:|---|---:|---:|---:|---|---|---|---|---:|---:|",
-    ]
     ordered = [row for row in rows if row["method"] in ("raw", "vae_only")]
     budgets = sorted({row["budget"] for row in rows if row["method"] in ("filter", "gaussian")})
     for budget in budgets:
         ordered += [row for row in rows if row["method"] == "filter" and row["budget"] == budget]
         ordered += [row for row in rows if row["method"] == "gaussian" and row["budget"] == budget]
-    for row in ordered:
-        lines.append(
-            f"| {number(row['budget'], 2)} | {label(row)} | {number(row.get('distortion'), 2)} | "
-            f"{number(row.get('sensitivity'), 2)} | {number(row.get('epsilon_exact'), 1)} | "
-            f"{number(row['adversary_accuracy_log'])} / {number(row['adversary_accuracy_gb'])} | "
-            f"{number(row['adversary_auroc_log'])} / {number(row['adversary_auroc_gb'])} | "
-            f"{number(row['utility_accuracy_log'])} / {number(row['utility_accuracy_gb'])} | "
-            f"{number(row['utility_auroc_log'])} / {number(row['utility_auroc_gb'])} | "
-            f"{number(row['mi_bound'])} | {number(row.get('train_seconds'), 1)} |"
-        )
-    return lines
+    return [
+        f"Private `{first['private']}` (majority rate {first['adversary_majority']:.3f}), utility "
+        f"`{first['utility']}` (majority rate {first['utility_majority']:.3f}); accuracy and AUROC "
+        "of logistic regression / gradient boosting trained afresh on released records, held-out "
+        "released records. ε: exact Gaussian ε at δ = 1e-5 of the label sensitivity s.",
+        "",
+        *harness.table(
+            ["b", "release", "D", "s", "ε", "adversary acc log / gb", "adversary AUROC log / gb",
+             "utility acc log / gb", "utility AUROC log / gb", "MI bound (nats)", "train s"],
+            [(row["budget"], label(row), row.get("distortion"), row.get("sensitivity"), row.get("epsilon_exact"),
+              both(row, "adversary_accuracy"), both(row, "adversary_auroc"), both(row, "utility_accuracy"),
+              both(row, "utility_auroc"), row["mi_bound"], row.get("train_seconds")) for row in ordered],
+            align="rlrrrllllrr",
+            formats=[rounded(2), None, rounded(2), rounded(2), rounded(1), None, None, None, None, rounded(3),
+                     rounded(1)],
+        ),
+    ]
 
 
 def matched_privacy(rows: list[dict[str, Any]]) -> list[str]:
     """For each filter row, the best utility of any Gaussian row whose (strongest) adversary is at
     least as weak, and the Gaussian row at the same budget."""
     gaussian = [row for row in rows if row["method"] == "gaussian"]
-    lines = [
-        "| b | cap | filter adv / util | Gaussian same b adv / util | best Gaussian util with adv ≤ filter's |",
-        "|---:|---|---|---|---|",
-    ]
-    for row in rows:
-        if row["method"] != "filter":
-            continue
-        same = next(g for g in gaussian if g["budget"] == row["budget"])
+
+    def best_protecting(row: dict[str, Any]) -> str:
         protecting = [g for g in gaussian if g["adversary_accuracy"] <= row["adversary_accuracy"]]
-        best = max(protecting, key=lambda g: g["utility_accuracy"]) if protecting else None
-        best_text = (
-            f"{best['utility_accuracy']:.3f} (b = {number(best['budget'], 2)}, adv {best['adversary_accuracy']:.3f})"
-            if best
-            else "none protects as well"
-        )
-        cap = "none" if row["cap"] is None else number(row["cap"], 1)
-        lines.append(
-            f"| {number(row['budget'], 2)} | {cap} | {row['adversary_accuracy']:.3f} / "
-            f"{row['utility_accuracy']:.3f} | {same['adversary_accuracy']:.3f} / "
-            f"{same['utility_accuracy']:.3f} | {best_text} |"
-        )
-    return lines
+        if not protecting:
+            return "none protects as well"
+        best = max(protecting, key=lambda g: g["utility_accuracy"])
+        return f"{best['utility_accuracy']:.3f} (b = {number(best['budget'], 2)}, adv {best['adversary_accuracy']:.3f})"
+
+    return harness.table(
+        ["b", "cap", "filter adv / util", "Gaussian same b adv / util", "best Gaussian util with adv ≤ filter's"],
+        [(row["budget"], cap_text(row["cap"]), f"{row['adversary_accuracy']:.3f} / {row['utility_accuracy']:.3f}",
+          f"{same['adversary_accuracy']:.3f} / {same['utility_accuracy']:.3f}", best_protecting(row))
+         for row in rows if row["method"] == "filter"
+         for same in (next(g for g in gaussian if g["budget"] == row["budget"]),)],
+        align="rllll", formats=[rounded(2), None, None, None, None],
+    )
 
 
 def mi_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| release | b | kNN MI of latents (nats) | kNN MI of the unfiltered draw z | classifier bound on records log / gb |",
-        "|---|---:|---:|---:|---|",
-    ]
-    for row in rows:
-        if "knn_mi_latent" not in row:
-            continue
-        lines.append(
-            f"| {label(row)} | {number(row['budget'], 2)} | {number(row['knn_mi_latent'])} | "
-            f"{number(row.get('knn_mi_unfiltered_latent'))} | {number(row['adversary_mi_bound_log'])} / "
-            f"{number(row['adversary_mi_bound_gb'])} |"
-        )
-    return lines
+    return harness.table(
+        ["release", "b", "kNN MI of latents (nats)", "kNN MI of the unfiltered draw z",
+         "classifier bound on records log / gb"],
+        [(label(row), row["budget"], row["knn_mi_latent"], row.get("knn_mi_unfiltered_latent"),
+          both(row, "adversary_mi_bound")) for row in rows if "knn_mi_latent" in row],
+        align="lrrrl", formats=[None, rounded(2), number, number, None],
+    )
 
 
 def repeat_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| dataset | b | cap | keys | adversary acc (strongest) mean ± sd | utility acc (best) mean ± sd | s |",
-        "|---|---:|---|---:|---|---|---|",
-    ]
     cells: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
         cells.setdefault((row["dataset"], row["private"], row["budget"], row["cap"]), []).append(row)
-    for (dataset, private, budget, cap), members in cells.items():
-        adversary = np.array([row["adversary_accuracy"] for row in members])
-        utility = np.array([row["utility_accuracy"] for row in members])
-        sensitivities = [row["sensitivity"] for row in members]
-        lines.append(
-            f"| {dataset} ({private}) | {number(budget, 2)} | {'none' if cap is None else number(cap, 1)} | "
-            f"{len(members)} | {adversary.mean():.3f} ± {adversary.std(ddof=1):.3f} | "
-            f"{utility.mean():.3f} ± {utility.std(ddof=1):.3f} | "
-            f"{', '.join(number(value, 1) for value in sensitivities)} |"
-        )
-    return lines
+
+    def spread(members: list[dict[str, Any]], key: str) -> str:
+        values = np.array([row[key] for row in members])
+        return f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+
+    return harness.table(
+        ["dataset", "b", "cap", "keys", "adversary acc (strongest) mean ± sd", "utility acc (best) mean ± sd", "s"],
+        [(f"{dataset} ({private})", budget, cap_text(cap), len(members), spread(members, "adversary_accuracy"),
+          spread(members, "utility_accuracy"), ", ".join(number(row["sensitivity"], 1) for row in members))
+         for (dataset, private, budget, cap), members in cells.items()],
+        align="lrlrlll", formats=[None, rounded(2), None, None, None, None, None],
+    )
 
 
 def two_user_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| release | b | cap | group (private → kept) | test rows | adversary acc log / gb (majority) "
-        "| utility acc log / gb (majority) |",
-        "|---|---:|---|---|---:|---|---|",
-    ]
-    for row in rows:
-        fixed = row["method"] in ("raw", "vae_only")
-        cap = "–" if fixed else ("none" if row["cap"] is None else number(row["cap"], 1))
-        lines.append(
-            f"| {row['method']} | {number(row['budget'], 2)} | {cap} | {row['group']} ({row['private']} → "
-            f"{row['utility']}) | {row['test_rows']} | {row['adversary_accuracy_log']:.3f} / "
-            f"{row['adversary_accuracy_gb']:.3f} ({row['adversary_majority']:.3f}) | "
-            f"{row['utility_accuracy_log']:.3f} / {row['utility_accuracy_gb']:.3f} ({row['utility_majority']:.3f}) |"
-        )
-    return lines
+    def with_majority(row: dict[str, Any], role: str) -> str:
+        return (f"{row[f'{role}_accuracy_log']:.3f} / {row[f'{role}_accuracy_gb']:.3f} "
+                f"({row[f'{role}_majority']:.3f})")
+
+    return harness.table(
+        ["release", "b", "cap", "group (private → kept)", "test rows", "adversary acc log / gb (majority)",
+         "utility acc log / gb (majority)"],
+        [(row["method"], row["budget"], "–" if row["method"] in ("raw", "vae_only") else cap_text(row["cap"]),
+          f"{row['group']} ({row['private']} → {row['utility']})", row["test_rows"],
+          with_majority(row, "adversary"), with_majority(row, "utility")) for row in rows],
+        align="lrllrll", formats=[None, rounded(2), None, None, None, None, None],
+    )
+
+
+def timings_table(timing: dict[str, Any]) -> list[str]:
+    vae, privatize = timing["vae_full_adult_default_config"], timing["privatize_in_process"]
+    return harness.table(
+        ["step", "rows", "wall s", "CPU s", "bar"],
+        [("VAE training, full Adult, `VaeTrainingConfig()` (40 epochs)", vae["rows"], f"{vae['wall_seconds']:.1f}",
+          "–", "< 300 s")]
+        + [(f"filter training per choice (sex → income, b = 4, cap {cap}), full Adult, default config",
+            entry["rows"], f"{entry['wall_seconds']:.1f}", f"{entry['cpu_seconds']:.1f}", "< 30 s")
+           for cap in ("None", "1.0") for entry in (timing[f"filter_full_adult_cap_{cap}"],)]
+        + [(f"privatize in process ({privatize['note']})", privatize["rows"], f"{privatize['wall_seconds']:.2f}",
+            "–", f"{privatize['records_per_second']:,.0f} records/s")],
+        align="lrrrl", formats=[None, ",", None, None, None],
+    )
+
+
+SWEEP_TITLES = {
+    "adult": "Adult: private sex, utility income > 50K",
+    "adult_s0.1": "Adult with the VAE's numeric likelihood scale s = 0.1 (the test's setting; otherwise the defaults)",
+    "abalone": "Abalone: private sex (M/F/I), utility rings > 10",
+    "digits_at_least_5": "Digits (a): private digit ≥ 5, utility parity",
+    "digits_digit": "Digits (b): private digit value, utility contains a circle (0, 6, 8, 9)",
+}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -629,32 +626,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Timings",
         "",
-        "| step | rows | wall s | CPU s | bar |",
-        "|---|---:|---:|---:|---|",
+        *timings_table(report["timings"]),
     ]
-    timing = report["timings"]
-    vae = timing["vae_full_adult_default_config"]
-    lines.append(f"| VAE training, full Adult, `VaeTrainingConfig()` (40 epochs) | {vae['rows']:,} | "
-                 f"{vae['wall_seconds']:.1f} | – | < 300 s |")
-    for cap in ("None", "1.0"):
-        entry = timing[f"filter_full_adult_cap_{cap}"]
-        lines.append(
-            f"| filter training per choice (sex → income, b = 4, cap {cap}), full Adult, default config "
-            f"| {entry['rows']:,} | {entry['wall_seconds']:.1f} | {entry['cpu_seconds']:.1f} | < 30 s |"
-        )
-    privatize = timing["privatize_in_process"]
-    lines.append(
-        f"| privatize in process ({privatize['note']}) | {privatize['rows']:,} | "
-        f"{privatize['wall_seconds']:.2f} | – | {privatize['records_per_second']:,.0f} records/s |"
-    )
-    for title, key in (
-        ("Adult: private sex, utility income > 50K", "adult"),
-        ("Adult with the VAE's numeric likelihood scale s = 0.1 (the test's setting; otherwise the defaults)",
-         "adult_s0.1"),
-        ("Abalone: private sex (M/F/I), utility rings > 10", "abalone"),
-        ("Digits (a): private digit ≥ 5, utility parity", "digits_at_least_5"),
-        ("Digits (b): private digit value, utility contains a circle (0, 6, 8, 9)", "digits_digit"),
-    ):
+    for key, title in SWEEP_TITLES.items():
         rows = report["sweeps"][key]
         lines += ["", f"## {title}", "", *sweep_table(rows), "", "### Gaussian baseline at matched privacy", "",
                   *matched_privacy(rows), "", "### Mutual information with the private label", "",
@@ -721,12 +695,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown-from", type=Path, help="rewrite the .md from an existing JSON")
     parser.add_argument("--quick", action="store_true", help="smoke run: few budgets, short VAEs")
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
     if arguments.markdown_from:
         report = json.loads(arguments.markdown_from.read_text())
         report["findings"] = findings(report)
-        (RESULTS / "filter_evaluation.md").write_text(markdown(report))
+        harness.write_markdown(arguments.results_dir, "filter_evaluation", markdown(report))
         return
     configure_deterministic_torch(1)
     started = time.perf_counter()
@@ -785,8 +759,8 @@ def main() -> None:
     report["load_average_at_end"] = list(os.getloadavg())
     report["generated"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     stem = "filter_evaluation_quick" if quick else "filter_evaluation"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
-    (RESULTS / f"{stem}.md").write_text(markdown(report))
+    harness.write_json(arguments.results_dir, stem, report, indent=1, allow_nan=False, default=str)
+    harness.write_markdown(arguments.results_dir, stem, markdown(report))
     print(f"done in {report['run_seconds']:.0f} s", flush=True)
 
 

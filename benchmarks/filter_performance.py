@@ -59,56 +59,47 @@ The full run takes about 9 minutes on the shared 2-core machine, ``--quick`` abo
 from __future__ import annotations
 
 import argparse
-import inspect
+import dataclasses
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
+import numpy as np
+import yaml
 
-from benchmarks.machine_info import machine_basics  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import ROOT
 
-RESULTS = ROOT / "benchmarks" / "results"
 EXAMPLE = ROOT / "examples" / "filter_adult.yaml"
-ADULT = Path("/work/shared/datasets/adult")
+ADULT = harness.DATASETS / "adult"
 SECRET_HEX = "f17e" * 16
 VENV_PYTHON = str(ROOT / ".venv" / "bin" / "python")
 MASTER = "local[2]"
 CHOICE = "hide-sex-keep-income"
-BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 BARS = {"vae_training_seconds": 300.0, "filter_training_seconds": 30.0, "spark_records_per_second": 50_000.0}
 FULL_SIZES = (100_000, 1_000_000, 2_000_000)
 QUICK_SIZES = (100_000,)
 NUMERIC_COLUMNS = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 
 
-# ----------------------------------------------------------------------------- machine and sampling
+# ----------------------------------------------------------------------------- machine and CPU
 
 
 def machine() -> dict[str, Any]:
     import torch
 
-    return {**machine_basics(), "numpy": np.__version__, "torch": torch.__version__, "uptime_at_start": uptime()}
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    return {
+        **harness.machine_basics(), "numpy": np.__version__, "torch": torch.__version__,
+        "uptime_at_start": harness.uptime(),
+    }
 
 
 def machine_busy_seconds() -> float:
@@ -116,78 +107,6 @@ def machine_busy_seconds() -> float:
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     values = [int(value) for value in fields[:8]]
     return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def process_table() -> dict[int, tuple[int, str, int, float]]:
-    """Every process: parent, command name, resident bytes, CPU seconds (user + system, its own and
-    that of its children it has reaped, so the CPU of a worker that exited stays in its parent's)."""
-    table = {}
-    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        name = text[text.find("(") + 1 : text.rfind(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        try:
-            table[int(entry)] = (int(fields[1]), name, int(fields[21]) * page, sum(map(int, fields[11:15])) / tick)
-        except (IndexError, ValueError):
-            continue
-    return table
-
-
-class TreeSampler:
-    """Peak RSS of a process tree (total, the root, the JVM, the other descendants) and the CPU
-    seconds of every process seen in it, sampled from ``/proc`` every ``interval`` seconds."""
-
-    def __init__(self, root: int, interval: float = 0.2):
-        self.root, self.interval = root, interval
-        self.peak_total = self.peak_jvm = self.peak_workers = self.peak_root = 0
-        self.cpu: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
-
-    def sample(self) -> None:
-        table = process_table()
-        children: dict[int, list[int]] = {}
-        for pid, (parent, _, _, _) in table.items():
-            children.setdefault(parent, []).append(pid)
-        total = jvm = workers = 0
-        stack = [self.root]
-        while stack:
-            pid = stack.pop()
-            stack.extend(children.get(pid, []))
-            if pid not in table:
-                continue
-            _, name, rss, cpu = table[pid]
-            self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu)
-            total += rss
-            if pid == self.root:
-                self.peak_root = max(self.peak_root, rss)
-            elif name == "java":
-                jvm += rss
-            else:
-                workers += rss
-        self.peak_total = max(self.peak_total, total)
-        self.peak_jvm = max(self.peak_jvm, jvm)
-        self.peak_workers = max(self.peak_workers, workers)
 
 
 # ----------------------------------------------------------------------------- configs and inputs
@@ -247,7 +166,7 @@ def write_replicated_input(n: int, folder: Path) -> tuple[Path, float]:
 
 def child_environment() -> dict[str, str]:
     environment = dict(os.environ)
-    environment.update({variable: "1" for variable in BLAS_VARIABLES})
+    environment.update({variable: "1" for variable in harness.BLAS_VARIABLES})
     environment["PYSPARK_PYTHON"] = VENV_PYTHON
     environment["PYSPARK_DRIVER_PYTHON"] = VENV_PYTHON
     environment["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
@@ -262,15 +181,9 @@ def run_child(arguments: list[str], log: Path) -> dict[str, Any]:
     load_before = list(os.getloadavg())
     busy_before = machine_busy_seconds()
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    sampler = TreeSampler(process.pid).start()
-    out, err = process.communicate()
-    sampler.stop()
+    report, sampler = harness.run_json_child(command, environment)
     elapsed = time.perf_counter() - started
     busy = machine_busy_seconds() - busy_before
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{err[-4000:]}")
-    report = json.loads(out.strip().splitlines()[-1])
     ours = sum(sampler.cpu.values())
     report["memory"] = {
         **report.get("memory", {}),
@@ -291,22 +204,11 @@ def run_child(arguments: list[str], log: Path) -> dict[str, Any]:
 
 
 def driver_memory() -> dict[str, float]:
-    """The driver's high-water mark, and that of its reaped children (Linux: KiB)."""
+    """The driver's high-water mark, and that of its reaped children."""
     return {
-        "driver_ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "reaped_children_ru_maxrss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "driver_ru_maxrss_mib": harness.max_rss_mib(),
+        "reaped_children_ru_maxrss_mib": harness.max_rss_mib(children=True),
     }
-
-
-def _timed(function: Callable, sink: dict[str, float], name: str) -> Callable:
-    def wrapper(*arguments: Any, **keywords: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return function(*arguments, **keywords)
-        finally:
-            sink[name] = sink.get(name, 0.0) + time.perf_counter() - start
-
-    return wrapper
 
 
 def measure_encoder(config_path: Path) -> dict[str, Any]:
@@ -316,7 +218,7 @@ def measure_encoder(config_path: Path) -> dict[str, Any]:
 
     config = load_config(config_path)
     inner: dict[str, float] = {}
-    filter_pipeline.train_vae = _timed(filter_pipeline.train_vae, inner, "train_vae")
+    filter_pipeline.train_vae = harness.accumulating(filter_pipeline.train_vae, inner, "train_vae")
     start = time.perf_counter()
     summary = filter_pipeline.train_encoder(config)
     wall = time.perf_counter() - start
@@ -334,17 +236,8 @@ def measure_encoder(config_path: Path) -> dict[str, Any]:
 
 def tree_cpu(root: int) -> dict[int, tuple[str, float]]:
     """CPU seconds (user + system) of ``root`` and each of its descendants, with their names."""
-    table = process_table()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _, _, _) in table.items():
-        children.setdefault(parent, []).append(pid)
-    found, stack = {}, [root]
-    while stack:
-        pid = stack.pop()
-        stack.extend(children.get(pid, []))
-        if pid in table:
-            found[pid] = (table[pid][1], table[pid][3])
-    return found
+    table = harness.process_table()
+    return {pid: (table[pid][1], table[pid][3]) for pid in harness.process_tree(root, table)}
 
 
 def cpu_accounted(action: Callable[[], Any]) -> tuple[Any, dict]:
@@ -502,12 +395,12 @@ def measure_release(config_path: Path, release_id: str, engine_name: str, replay
     config = load_config(config_path)
     keep = Path(tempfile.mkdtemp(prefix="privlake-filter-replay-"))
     captured: dict[str, Any] = {}
-    original = filter_pipeline._run_on_engine
+    original = filter_pipeline.KIND.run_on_engine
     original_stage_records = filter_pipeline.stage_records
 
-    def capture(*arguments: Any) -> Any:
-        captured["side"] = inspect.signature(original).bind(*arguments).arguments["side"]
-        return original(*arguments)
+    def capture(context: Any, plan: Any, filters: Any, engine: Any) -> Any:
+        captured["side"] = filters.side
+        return original(context, plan, filters, engine)
 
     def capture_staged(*arguments: Any) -> Any:
         staged = original_stage_records(*arguments)
@@ -519,10 +412,10 @@ def measure_release(config_path: Path, release_id: str, engine_name: str, replay
             captured["staged"] = copies
         return staged
 
-    filter_pipeline._run_on_engine = capture
+    kind = dataclasses.replace(filter_pipeline.KIND, run_on_engine=capture)
     filter_pipeline.stage_records = capture_staged
     inner: dict[str, float] = {}
-    filter_pipeline.validate_filter_output = _timed(filter_pipeline.validate_filter_output, inner, "gx")
+    filter_pipeline.validate_filter_output = harness.accumulating(filter_pipeline.validate_filter_output, inner, "gx")
     start = time.perf_counter()
     chosen, options = engine_request(config.engine, engine_name, None)
     engine = start_engine(chosen, options, filter_pipeline.FILTER_WORKER_MODULES)
@@ -539,7 +432,7 @@ def measure_release(config_path: Path, release_id: str, engine_name: str, replay
     engine.write_parquet = accounted_write
     try:
         start = time.perf_counter()
-        outcome = filter_pipeline.run_filter_release(config, release_id=release_id, engine=engine)
+        outcome = kind.run(config, release_id=release_id, engine=engine)
         wall = time.perf_counter() - start
         memory_after_release = driver_memory()
         profile = None
@@ -771,13 +664,16 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _f(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.{digits}g}" if abs(value) < 10 else f"{value:,.1f}" if abs(value) < 1000 else f"{value:,.0f}"
+    """``digits`` significant digits below 10, one decimal below 1000, none from there on."""
+    return harness.number(value, ",.1f", small=f".{digits}g", large=",.0f")
 
 
 def _rate(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f}"
+    return harness.number(value, ",.0f")
+
+
+def _bold(text: str) -> str:
+    return f"**{text}**"
 
 
 def _met(flag: bool | None) -> str:
@@ -789,11 +685,117 @@ def _load(run: dict[str, Any]) -> str:
     return f"{machine_state['load_average_before'][0]:.1f}→{machine_state['load_average_after'][0]:.1f} / {machine_state['other_cores_busy']:.2f}"
 
 
+def bars_table(verdicts: dict[str, Any]) -> list[str]:
+    vae, training, spark = verdicts["vae_training"], verdicts["filter_training"], verdicts["spark_privatization"]
+    rows = [
+        ("VAE training on Adult < 5 min", f"{_f(vae['seconds'])} s", _bold(_met(vae["met"]))),
+        ("filter training per choice < 30 s",
+         f"median {_f(training['median_seconds'])} s, max {_f(training['max_seconds'])} s over "
+         f"{training['samples']} trainings", _bold(_met(training["met"]))),
+    ]
+    if spark["largest_n"] is not None:
+        rows.append((
+            "privatization ≥ 50,000 records/s on Spark local[2]",
+            f"{_rate(spark['records_per_second_by_n'][str(spark['largest_n'])])} records/s at n = "
+            f"{spark['largest_n']:,} (privatize stage)", _bold(_met(spark["met"])),
+        ))
+    return harness.table(["bar", "measured", "verdict"], rows, align="lll")
+
+
+def encoder_table(encoder: dict[str, Any]) -> list[str]:
+    return harness.table(
+        ["rows", "epochs", "latent", "hidden", "train-encoder s", "of which VAE fit s", "read training s",
+         "driver peak MiB", "load"],
+        [(encoder["training_rows"], encoder["training"].get("config", {}).get("epochs", "?"),
+          encoder["architecture"].get("latent_dimension", "?"), str(encoder["architecture"].get("hidden_widths", "?")),
+          _bold(_f(encoder["wall_seconds"])), encoder["train_vae_seconds"],
+          encoder["stages"].get("read training records"), encoder["memory"]["driver_ru_maxrss_mib"], _load(encoder))],
+        align="rrrlrrrrl", formats=[",", None, None, None, None, _f, _f, ".0f", None],
+    )
+
+
+def throughput_table(summary: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    return harness.table(
+        ["n", "Spark privatize rec/s", "Spark release rec/s", "Spark engine start s", "local privatize rec/s",
+         "local release rec/s", "floor rec/s", "batch fn rec/s", "+ Arrow rec/s", "Spark / floor", "local / floor"],
+        [(row["n"], _bold(_rate(row.get("spark_privatize_records_per_second"))),
+          row.get("spark_release_records_per_second"), (entry.get("spark") or {}).get("engine_start_seconds"),
+          row.get("local_privatize_records_per_second"), row.get("local_release_records_per_second"),
+          row.get("floor_records_per_second"), row.get("batch_function_records_per_second"),
+          row.get("batch_function_with_arrow_records_per_second"), _f(row.get("spark_privatize_over_floor"), 2),
+          _f(row.get("local_privatize_over_floor"), 2))
+         for row, entry in zip(summary["rows"], report["throughput"], strict=True)],
+        align="r" * 11, formats=[",", None, _rate, _f, _rate, _rate, _rate, _rate, _rate, None, None],
+    )
+
+
+STAGES = ("read input", "stage input", f"train filter {CHOICE}", "wait for engine", "privatize", "validate output",
+          "publish")
+
+
+def stages_table(report: dict[str, Any]) -> list[str]:
+    rows = []
+    for entry in report["throughput"]:
+        for engine in ("spark", "local"):
+            run = entry.get(engine)
+            if not run:
+                continue
+            stages = run["stages"]
+            cells = [stages.get(name) for name in STAGES]
+            cells.insert(len(STAGES) - 1, run.get("output_suites_seconds"))
+            other = run["wall_seconds"] - sum(stages.get(name, 0.0) for name in STAGES)
+            rows.append((entry["n"], engine, _bold(_f(run["wall_seconds"])), *cells, other, _load(run)))
+    return harness.table(
+        ["n", "engine", "release s", "read input", "stage input", "train filter", "wait for engine", "privatize",
+         "validate output", "of which GX suites", "publish", "other", "load"],
+        rows, align="rl" + "r" * 10 + "l", formats=[",", None, None, *[_f] * 9, None],
+    )
+
+
+def memory_table(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    return harness.table(
+        ["run", "driver ru_maxrss", "tree peak (sampled)", "JVM peak", "Python workers peak"],
+        [(label, memory["driver_ru_maxrss_mib"], memory["tree_peak_mib"], memory["jvm_peak_mib"],
+          memory["python_workers_peak_mib"]) for label, run in runs for memory in (run["memory"],)],
+        formats=[None, ".0f", ".0f", ".0f", ".0f"],
+    )
+
+
+def profile_table(n: int, spark_run: dict[str, Any], profile: dict[str, Any]) -> list[str]:
+    variants = [("the release's privatize stage (its engine write: read and map are lazy)",
+                 spark_run.get("privatize_write_accounting")),
+                ("read + write the staged input, no map (engine IO)", profile["io_only"]),
+                ("the pipeline's stage again (read_groups + map_batches + write_parquet), batch fn timed",
+                 profile["engine_stage"]),
+                ("variant: fused map and write fed by a JVM scan", profile["fused_map_and_write"]),
+                ("variant: workers read row groups dealt round-robin", profile["worker_read_fused"])]
+    rows = []
+    for label, accounting in variants:
+        if not accounting:
+            continue
+        cpu, calls = accounting["cpu_seconds"], accounting.get("batch_function")
+        rows.append((
+            label, accounting["wall_seconds"], n / accounting["wall_seconds"], cpu["driver"], cpu["jvm"],
+            cpu["python_workers"], calls["cpu_seconds_total"] if calls else None,
+            accounting["other_processes_cpu_seconds"],
+            f"{_f(calls['wall_seconds_total'])} ({', '.join(_f(v) for v in calls['wall_seconds_per_worker'])})"
+            if calls else "–",
+        ))
+    return harness.table(
+        ["variant", "wall s", "rec/s", "driver", "JVM", "Python workers", "of which in the batch fn",
+         "other processes (not ours)", "batch fn wall s (per worker)"],
+        rows, align="l" + "r" * 7 + "l", formats=[None, _f, _rate, _f, _f, _f, _f, _f, None],
+    )
+
+
 def markdown(report: dict[str, Any]) -> str:
     summary = report["summary"]
-    verdicts = summary["verdicts"]
     host = report["machine"]
     encoder = report["encoder"]
+    example = report.get("example_release")
+    samples = ([("example config (local, adult-test, evaluation on)", example)] if example else []) + [
+        (f"{engine} n = {entry['n']:,}", entry[engine]) for entry in report["throughput"] for engine in ("spark", "local")
+        if entry.get(engine)]
     lines = [
         "## Filter release kind: performance (issue 5)",
         "",
@@ -806,47 +808,24 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "### Bars",
         "",
-        "| bar | measured | verdict |",
-        "|---|---|---|",
-        f"| VAE training on Adult < 5 min | {_f(verdicts['vae_training']['seconds'])} s | "
-        f"**{_met(verdicts['vae_training']['met'])}** |",
-        f"| filter training per choice < 30 s | median {_f(verdicts['filter_training']['median_seconds'])} s, max "
-        f"{_f(verdicts['filter_training']['max_seconds'])} s over {verdicts['filter_training']['samples']} trainings | "
-        f"**{_met(verdicts['filter_training']['met'])}** |",
-    ]
-    spark = verdicts["spark_privatization"]
-    if spark["largest_n"] is not None:
-        lines.append(
-            f"| privatization ≥ 50,000 records/s on Spark local[2] | {_rate(spark['records_per_second_by_n'][str(spark['largest_n'])])} "
-            f"records/s at n = {spark['largest_n']:,} (privatize stage) | **{_met(spark['met'])}** |")
-    lines += [
+        *bars_table(summary["verdicts"]),
         "",
         "### 1. VAE training (`train_encoder`, full adult-train.csv)",
         "",
-        "| rows | epochs | latent | hidden | train-encoder s | of which VAE fit s | read training s | driver peak MiB "
-        "| load |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---|",
-        f"| {encoder['training_rows']:,} | {encoder['training'].get('config', {}).get('epochs', '?')} | "
-        f"{encoder['architecture'].get('latent_dimension', '?')} | {encoder['architecture'].get('hidden_widths', '?')} | "
-        f"**{_f(encoder['wall_seconds'])}** | {_f(encoder['train_vae_seconds'])} | "
-        f"{_f(encoder['stages'].get('read training records'))} | {encoder['memory']['driver_ru_maxrss_mib']:.0f} | "
-        f"{_load(encoder)} |",
+        *encoder_table(encoder),
         "",
         "### 2. Filter training per choice (private sex, utility income, budget 2, default FilterTraining)",
         "",
         "Every release trains its filter (keyed by the release id) on all 32,561 training records: one sample "
         "per release run.",
         "",
-        "| run | training records | filter training s | distortion (budget 2) | load |",
-        "|---|---:|---:|---:|---|",
+        *harness.table(
+            ["run", "training records", "filter training s", "distortion (budget 2)", "load"],
+            [(label, run["filter_training_records"], _bold(_f(run["filter_training_seconds"])),
+              run["filter_distortion"], _load(run)) for label, run in samples],
+            align="lrrrl", formats=[None, ",", None, ".3f", None],
+        ),
     ]
-    example = report.get("example_release")
-    samples = ([("example config (local, adult-test, evaluation on)", example)] if example else []) + [
-        (f"{engine} n = {entry['n']:,}", entry[engine]) for entry in report["throughput"] for engine in ("spark", "local")
-        if entry.get(engine)]
-    for label, run in samples:
-        lines.append(f"| {label} | {run['filter_training_records']:,} | **{_f(run['filter_training_seconds'])}** | "
-                     f"{run['filter_distortion']:.3f} | {_load(run)} |")
     if example:
         lines += ["", f"The example config end to end (local engine, 16,281 records, evaluation on): "
                   f"{_f(example['wall_seconds'])} s; stages: "
@@ -862,48 +841,21 @@ def markdown(report: dict[str, Any]) -> str:
         "thread, calls of 250,000 rows; 'batch fn' = `privatized_rows` on pandas frames; '+ Arrow' = "
         "`apply_batch_function` (Arrow→pandas→batch fn→Arrow), one thread.",
         "",
-        "| n | Spark privatize rec/s | Spark release rec/s | Spark engine start s | local privatize rec/s "
-        "| local release rec/s | floor rec/s | batch fn rec/s | + Arrow rec/s | Spark / floor | local / floor |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *throughput_table(summary, report),
+        "",
+        "Stage seconds of the releases:",
+        "",
+        *stages_table(report),
+        "",
+        "### 4. Peak memory (MiB)",
+        "",
+        *memory_table([("train-encoder", encoder)] + ([("example release", example)] if example else []) + [
+            (f"{engine} n = {entry['n']:,}", entry[engine]) for entry in report["throughput"]
+            for engine in ("spark", "local", "floor") if entry.get(engine)]),
+        "",
+        "### Profile of the Spark privatize stage",
+        "",
     ]
-    for row, entry in zip(summary["rows"], report["throughput"], strict=True):
-        spark_run = entry.get("spark") or {}
-        lines.append(
-            f"| {row['n']:,} | **{_rate(row.get('spark_privatize_records_per_second'))}** | "
-            f"{_rate(row.get('spark_release_records_per_second'))} | {_f(spark_run.get('engine_start_seconds'))} | "
-            f"{_rate(row.get('local_privatize_records_per_second'))} | {_rate(row.get('local_release_records_per_second'))} | "
-            f"{_rate(row.get('floor_records_per_second'))} | {_rate(row.get('batch_function_records_per_second'))} | "
-            f"{_rate(row.get('batch_function_with_arrow_records_per_second'))} | "
-            f"{_f(row.get('spark_privatize_over_floor'), 2)} | {_f(row.get('local_privatize_over_floor'), 2)} |"
-        )
-    lines += ["", "Stage seconds of the releases:", "",
-              "| n | engine | release s | read input | stage input | train filter | wait for engine | privatize "
-              "| validate output | of which GX suites | publish | other | load |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    named = ("read input", "stage input", f"train filter {CHOICE}", "wait for engine", "privatize", "validate output",
-             "publish")
-    for entry in report["throughput"]:
-        for engine in ("spark", "local"):
-            run = entry.get(engine)
-            if not run:
-                continue
-            stages = run["stages"]
-            other = run["wall_seconds"] - sum(stages.get(name, 0.0) for name in named)
-            cells = [_f(stages.get(name)) for name in named]
-            cells.insert(len(named) - 1, _f(run.get("output_suites_seconds")))
-            lines.append(f"| {entry['n']:,} | {engine} | **{_f(run['wall_seconds'])}** | " + " | ".join(cells)
-                         + f" | {_f(other)} | {_load(run)} |")
-    lines += ["", "### 4. Peak memory (MiB)", "",
-              "| run | driver ru_maxrss | tree peak (sampled) | JVM peak | Python workers peak |",
-              "|---|---:|---:|---:|---:|"]
-    memory_runs = [("train-encoder", encoder)] + ([("example release", example)] if example else []) + [
-        (f"{engine} n = {entry['n']:,}", entry[engine]) for entry in report["throughput"]
-        for engine in ("spark", "local", "floor") if entry.get(engine)]
-    for label, run in memory_runs:
-        memory = run["memory"]
-        lines.append(f"| {label} | {memory['driver_ru_maxrss_mib']:.0f} | {memory['tree_peak_mib']:.0f} | "
-                     f"{memory['jvm_peak_mib']:.0f} | {memory['python_workers_peak_mib']:.0f} |")
-    lines += ["", "### Profile of the Spark privatize stage", ""]
     for entry in report["throughput"]:
         floor, spark_run = entry.get("floor"), entry.get("spark")
         if not floor:
@@ -926,27 +878,7 @@ def markdown(report: dict[str, Any]) -> str:
                       f"{profile['staged_files']} file(s) of {profile['staged_columns']} columns, "
                       f"{profile.get('input_partitions', '?')} partition(s). CPU seconds by process during each "
                       "variant (same engine, after the release):", "",
-                      "| variant | wall s | rec/s | driver | JVM | Python workers | of which in the batch fn "
-                      "| other processes (not ours) | batch fn wall s (per worker) |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-            variants = [("the release's privatize stage (its engine write: read and map are lazy)",
-                         spark_run.get("privatize_write_accounting")),
-                         ("read + write the staged input, no map (engine IO)", profile["io_only"]),
-                         ("the pipeline's stage again (read_groups + map_batches + write_parquet), batch fn timed",
-                          profile["engine_stage"]),
-                         ("variant: fused map and write fed by a JVM scan", profile["fused_map_and_write"]),
-                         ("variant: workers read row groups dealt round-robin", profile["worker_read_fused"])]
-            for label, accounting in variants:
-                if not accounting:
-                    continue
-                cpu = accounting["cpu_seconds"]
-                calls = accounting.get("batch_function")
-                lines.append(
-                    f"| {label} | {_f(accounting['wall_seconds'])} | {_rate(entry['n'] / accounting['wall_seconds'])} | "
-                    f"{_f(cpu['driver'])} | {_f(cpu['jvm'])} | {_f(cpu['python_workers'])} | "
-                    f"{_f(calls['cpu_seconds_total']) if calls else '–'} | {_f(accounting['other_processes_cpu_seconds'])} | "
-                    + (f"{_f(calls['wall_seconds_total'])} ({', '.join(_f(v) for v in calls['wall_seconds_per_worker'])}) |"
-                       if calls else "– |"))
+                      *profile_table(entry["n"], spark_run, profile)]
         lines.append("")
     if report.get("analysis"):
         lines += ["### Reading", "", *report["analysis"]]
@@ -1056,6 +988,7 @@ def main() -> None:
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compare", action="store_true", help=argparse.SUPPRESS)
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
     if arguments.render:
         saved = json.loads(arguments.render.read_text())
@@ -1125,13 +1058,12 @@ def main() -> None:
             input_path.unlink()
     report["summary"] = summarize(report)
     report["analysis"] = analysis(report)
-    report["uptime_at_end"] = uptime()
+    report["uptime_at_end"] = harness.uptime()
     report["wall_seconds"] = time.perf_counter() - started
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if arguments.quick else ""
-    (RESULTS / f"filter_performance{suffix}.json").write_text(json.dumps(report, indent=2) + "\n")
+    stem = "filter_performance_quick" if arguments.quick else "filter_performance"
+    harness.write_json(arguments.results_dir, stem, report, indent=2)
     text = markdown(report)
-    (RESULTS / f"filter_performance{suffix}.md").write_text(text + "\n")
+    harness.write_markdown(arguments.results_dir, stem, text + "\n")
     print(text)
     log("done")
 

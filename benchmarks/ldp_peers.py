@@ -32,40 +32,38 @@ pipeline's own end-to-end time on Spark, filled in by the pipeline benchmark.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
+os.environ.update(harness.one_thread())
 
-import numpy as np  # noqa: E402
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
 
-from benchmarks.machine_info import machine_basics  # noqa: E402
-from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
-from transforms.ldp.distribution_metrics import (  # noqa: E402
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.ldp.distribution_metrics import (
     earth_movers_distance_line,
     l1_distance,
     l2_distance,
 )
-from transforms.ldp.estimators import (  # noqa: E402
+from transforms.ldp.estimators import (
     EstimationResult,
     generalized_iterative_bayesian_update,
     iterative_bayesian_update,
     krr_closed_form_estimate,
     rappor_estimate,
 )
-from transforms.ldp.mechanisms import BasicRappor, Mechanism, RandomizedResponse  # noqa: E402
-from transforms.ldp.simulation import (  # noqa: E402
+from transforms.ldp.mechanisms import BasicRappor, Mechanism, RandomizedResponse
+from transforms.ldp.simulation import (
     SimulatedReports,
     gibu_groups,
     rappor_bit_sums,
@@ -77,9 +75,8 @@ from transforms.ldp.simulation import (  # noqa: E402
 BENCHMARK_SECRET_HEX = "1d" * 32
 BENCHMARK_SECRET = bytes.fromhex(BENCHMARK_SECRET_HEX)
 RELEASE = "bench/ldp-peers"
-PEER_PYTHON = ROOT / "benchmarks" / ".venv-ldp-peers" / "bin" / "python"
-PEER_WORKER = ROOT / "benchmarks" / "peers" / "ldp_peer_worker.py"
-RESULTS = ROOT / "benchmarks" / "results"
+PEER_PYTHON = harness.ROOT / "benchmarks" / ".venv-ldp-peers" / "bin" / "python"
+PEER_WORKER = harness.ROOT / "benchmarks" / "peers" / "ldp_peer_worker.py"
 
 ALPHABET = {"krr": 100, "rappor": 20}
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
@@ -106,7 +103,7 @@ COUNTERPARTS = {
 
 
 def machine() -> dict:
-    return {**machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
+    return {**harness.machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
 def true_secrets(k: int, n: int, repetition: int) -> np.ndarray:
@@ -131,12 +128,6 @@ def errors(truth: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
         "emd": earth_movers_distance_line(truth, vector),
         "mass_before_renormalizing": mass,
     }
-
-
-def timed(function: Callable[[], object]) -> tuple[object, float]:
-    start = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - start
 
 
 def our_estimators(
@@ -181,13 +172,11 @@ def run_ours(
     values: np.ndarray, mechanism: Mechanism, release_id: str, truth: np.ndarray
 ) -> tuple[dict, SimulatedReports]:
     run_gibu = isinstance(mechanism, RandomizedResponse) or values.size <= GIBU_RAPPOR_MAX_USERS
-    simulated, perturbation = timed(
-        lambda: simulate_reports(values, [mechanism], None, BENCHMARK_SECRET, release_id)
-    )
-    result: dict = {"perturbation_seconds": perturbation, "estimators": {}}
+    simulated, perturbation = harness.timed(simulate_reports, values, [mechanism], None, BENCHMARK_SECRET, release_id)
+    result: dict = {"perturbation_seconds": perturbation.wall_seconds, "estimators": {}}
     for name, estimator in our_estimators(simulated, mechanism, run_gibu).items():
-        outcome, seconds = timed(estimator)
-        entry: dict = {"estimation_seconds": seconds}
+        outcome, timing = harness.timed(estimator)
+        entry: dict = {"estimation_seconds": timing.wall_seconds}
         if isinstance(outcome, EstimationResult):
             entry.update(iterations=outcome.iterations, converged=outcome.converged)
             outcome = outcome.estimate
@@ -345,7 +334,82 @@ def run_case(
 
 
 def times(ratio: float) -> str:
-    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.2g}×"
+    return harness.number(ratio, ".0f", small=".2g") + "×"
+
+
+def emd_and_l1(emd: float, l1: float) -> str:
+    return f"{emd:.4f} ({l1:.4f})"
+
+
+def mechanism_tables(title: str, cases: list[dict]) -> list[str]:
+    """Errors with each side's own clients, the peers' estimators on privlake's reports, and times."""
+    ours_names = list(cases[0]["summary"]["ours"])
+    peer_names = list(cases[0]["summary"]["peers"])
+    lines = [
+        f"### {title}: EMD on the line (L1 in brackets), each side with its own clients",
+        "",
+        *harness.table(
+            ["ε", "n", "r", *(f"ours {name}" for name in ours_names), *peer_names],
+            [(case["epsilon"], case["n"], case["repetitions"],
+              *("–" if entry is None else emd_and_l1(entry["emd"], entry["l1"])
+                for side, names in (("ours", ours_names), ("peers", peer_names))
+                for entry in (case["summary"][side].get(name) for name in names)))
+             for case in cases],
+            align="r" * (3 + len(ours_names) + len(peer_names)),
+            formats=["g", ".0e", None, *[None] * (len(ours_names) + len(peer_names))],
+        ),
+    ]
+    paired_cases = [case for case in cases if case["same_reports_peer_vs_ours"]]
+    if paired_cases:
+        lines += [
+            "",
+            f"### {title}: the peers' estimators on privlake's own reports (estimator against estimator)",
+            "",
+            *harness.table(
+                ["ε", "n", "peer estimator", "its EMD (L1)", "privlake counterpart", "its EMD (L1)"],
+                [(case["epsilon"], case["n"], peer, emd_and_l1(entry["peer_emd"], entry["peer_l1"]),
+                  entry["against"], emd_and_l1(entry["our_emd"], entry["our_l1"]))
+                 for case in paired_cases for peer, entry in case["same_reports_peer_vs_ours"].items()],
+                align="rrlrlr", formats=["g", ".0e", None, None, None, None],
+            ),
+        ]
+
+    def seconds(case: dict, peer: str, ratio: dict) -> tuple:
+        theirs, mine = case["summary"]["peers"][peer], case["summary"]["ours"][ratio["against"]]
+        return tuple(
+            cell
+            for key, ratio_key in (("perturbation_seconds", "perturbation"), ("estimation_seconds", "estimation"),
+                                   ("end_to_end_seconds", "end_to_end"))
+            for cell in (f"{mine[key]:.3g}", f"{theirs[key]:.3g} ({times(ratio[ratio_key])})")
+        )
+
+    lines += [
+        "",
+        f"### {title}: seconds, and peer time / our time (×)",
+        "",
+        *harness.table(
+            ["ε", "n", "peer estimator (vs ours)", "clients: ours", "clients: peer", "estimation: ours",
+             "estimation: peer", "end to end: ours", "end to end: peer"],
+            [(case["epsilon"], case["n"], f"{peer} (vs {ratio['against']})", *seconds(case, peer, ratio))
+             for case in cases for peer, ratio in case["ratios_peer_over_ours"].items()],
+            align="rrl" + "r" * 6, formats=["g", ".0e", *[None] * 7],
+        ),
+        "",
+    ]
+    capped = [
+        (case, name)
+        for case in cases
+        for name, entry in case["summary"]["ours"].items()
+        if "iterations" in entry and not entry["converged"]
+    ]
+    if capped:
+        lines.append(
+            "Stopped at the iteration cap (10,000) before the tolerance (L1 change ≤ 1e-10): "
+            + ", ".join(f"{name} at ε = {case['epsilon']:g}, n = {case['n']:.0e}" for case, name in capped)
+            + "."
+        )
+        lines.append("")
+    return lines
 
 
 def markdown(report: dict) -> str:
@@ -363,77 +427,8 @@ def markdown(report: dict) -> str:
     ]
     for mechanism_name, title in (("krr", "k-RR, k = 100"), ("rappor", "basic one-time RAPPOR, k = 20")):
         cases = [case for case in report["cases"] if case["mechanism"] == mechanism_name]
-        if not cases:
-            continue
-        ours_names = list(cases[0]["summary"]["ours"])
-        peer_names = list(cases[0]["summary"]["peers"])
-        lines += [
-            f"### {title}: EMD on the line (L1 in brackets), each side with its own clients",
-            "",
-            "| ε | n | r | " + " | ".join(f"ours {name}" for name in ours_names) + " | "
-            + " | ".join(peer_names) + " |",
-            "|---:|---:|---:|" + "---:|" * (len(ours_names) + len(peer_names)),
-        ]
-        for case in cases:
-            cells = []
-            for side, names in (("ours", ours_names), ("peers", peer_names)):
-                for name in names:
-                    entry = case["summary"][side].get(name)
-                    cells.append("–" if entry is None else f"{entry['emd']:.4f} ({entry['l1']:.4f})")
-            lines.append(
-                f"| {case['epsilon']:g} | {case['n']:.0e} | {case['repetitions']} | " + " | ".join(cells) + " |"
-            )
-        paired_cases = [case for case in cases if case["same_reports_peer_vs_ours"]]
-        if paired_cases:
-            lines += [
-                "",
-                f"### {title}: the peers' estimators on privlake's own reports (estimator against estimator)",
-                "",
-                "| ε | n | peer estimator | its EMD (L1) | privlake counterpart | its EMD (L1) |",
-                "|---:|---:|---|---:|---|---:|",
-            ]
-            for case in paired_cases:
-                for peer, entry in case["same_reports_peer_vs_ours"].items():
-                    lines.append(
-                        f"| {case['epsilon']:g} | {case['n']:.0e} | {peer} | "
-                        f"{entry['peer_emd']:.4f} ({entry['peer_l1']:.4f}) | {entry['against']} | "
-                        f"{entry['our_emd']:.4f} ({entry['our_l1']:.4f}) |"
-                    )
-        lines += [
-            "",
-            f"### {title}: seconds, and peer time / our time (×)",
-            "",
-            "| ε | n | peer estimator (vs ours) | clients: ours | clients: peer | estimation: ours | "
-            "estimation: peer | end to end: ours | end to end: peer |",
-            "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for case in cases:
-            for peer, ratio in case["ratios_peer_over_ours"].items():
-                theirs = case["summary"]["peers"][peer]
-                mine = case["summary"]["ours"][ratio["against"]]
-                lines.append(
-                    f"| {case['epsilon']:g} | {case['n']:.0e} | {peer} (vs {ratio['against']}) | "
-                    f"{mine['perturbation_seconds']:.3g} | "
-                    f"{theirs['perturbation_seconds']:.3g} ({times(ratio['perturbation'])}) | "
-                    f"{mine['estimation_seconds']:.3g} | "
-                    f"{theirs['estimation_seconds']:.3g} ({times(ratio['estimation'])}) | "
-                    f"{mine['end_to_end_seconds']:.3g} | "
-                    f"{theirs['end_to_end_seconds']:.3g} ({times(ratio['end_to_end'])}) |"
-                )
-        lines.append("")
-        capped = [
-            (case, name)
-            for case in cases
-            for name, entry in case["summary"]["ours"].items()
-            if "iterations" in entry and not entry["converged"]
-        ]
-        if capped:
-            lines.append(
-                "Stopped at the iteration cap (10,000) before the tolerance (L1 change ≤ 1e-10): "
-                + ", ".join(f"{name} at ε = {case['epsilon']:g}, n = {case['n']:.0e}" for case, name in capped)
-                + "."
-            )
-            lines.append("")
+        if cases:
+            lines += mechanism_tables(title, cases)
     if any(case["mechanism"] == "rappor" and case["n"] > GIBU_RAPPOR_MAX_USERS for case in report["cases"]):
         lines.append(
             f"GIBU on RAPPOR runs up to n = {GIBU_RAPPOR_MAX_USERS:.0e}: its groups are the distinct "
@@ -447,6 +442,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small n and two ε (about a minute)")
     parser.add_argument("--largest-n", type=int, default=None, help="leave out the sizes above this n")
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
     users = QUICK_USERS if arguments.quick else FULL_USERS
     if arguments.largest_n is not None:
@@ -487,10 +483,9 @@ def main() -> None:
     finally:
         worker.close()
     report["wall_seconds"] = time.perf_counter() - started
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if arguments.quick else ""
-    (RESULTS / f"ldp_peers{suffix}.json").write_text(json.dumps(report, indent=2))
-    (RESULTS / f"ldp_peers{suffix}.md").write_text(markdown(report) + "\n")
+    stem = "ldp_peers_quick" if arguments.quick else "ldp_peers"
+    harness.write_json(arguments.results_dir, stem, report, indent=2)
+    harness.write_markdown(arguments.results_dir, stem, markdown(report) + "\n")
     print(markdown(report))
 
 

@@ -39,25 +39,20 @@ import argparse
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks.crowd_scaling import process_tree_rss  # noqa: E402
-from benchmarks.machine_info import machine_basics  # noqa: E402
+from benchmarks import harness
 
-RESULTS = ROOT / "benchmarks" / "results"
-PEERS_RESULTS = RESULTS / "ldp_peers.json"
+PEERS_RESULTS = harness.RESULTS / "ldp_peers.json"
 SECRET_HEX = "5c" * 32
 RELEASE = "bench/ldp-pipeline-scaling"
 K = 100
@@ -66,7 +61,6 @@ GOAL_USERS = 10_000_000
 KRR_EPSILONS = (0.5, 5.0)
 GEOMETRIC_EPSILONS = (0.1, 1.0)
 MECHANISMS_PER_FAMILY = 10
-BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 FULL = {
     "goal_sizes": (100_000, 1_000_000, 10_000_000),
     "goal_engines": ("spark", "local"),
@@ -205,17 +199,6 @@ def blas_report() -> list[dict]:
     ]
 
 
-def _timed_wrapper(function: Callable, sink: dict, name: str) -> Callable:
-    def wrapper(*arguments: Any, **keywords: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return function(*arguments, **keywords)
-        finally:
-            sink[name] = sink.get(name, 0.0) + time.perf_counter() - start
-
-    return wrapper
-
-
 def measure_release(config_path: Path, release_id: str) -> dict:
     """In the child: one release, timed around ``run_ldp_release`` only; a finer breakdown from
     timing wrappers around the functions the pipeline module calls (no pipeline code changed)."""
@@ -226,7 +209,7 @@ def measure_release(config_path: Path, release_id: str) -> dict:
 
     config = LdpConfig.model_validate(json.loads(config_path.read_text()))
     breakdown: dict[str, float] = {}
-    release_run.start_engine = _timed_wrapper(release_run.start_engine, breakdown, "engine start (overlaps)")
+    release_run.start_engine = harness.accumulating(release_run.start_engine, breakdown, "engine start (overlaps)")
     for name, label in (
         ("validate_ldp_input", "GX input suite"),
         ("canonical_reports", "alphabet check and canonical frame"),
@@ -234,7 +217,7 @@ def measure_release(config_path: Path, release_id: str) -> dict:
         ("estimate_from_bit_sums", "estimation on the driver"),
         ("estimate_from_bit_vector_groups", "estimation on the driver"),
     ):
-        setattr(ldp_pipeline, name, _timed_wrapper(getattr(ldp_pipeline, name), breakdown, label))
+        setattr(ldp_pipeline, name, harness.accumulating(getattr(ldp_pipeline, name), breakdown, label))
     start = time.perf_counter()
     outcome = ldp_pipeline.run_ldp_release(config, release_id=release_id)
     wall = time.perf_counter() - start
@@ -305,10 +288,10 @@ def measure_import() -> dict:
 
 def child_environment(single_blas_thread: bool) -> dict[str, str]:
     environment = dict(os.environ)
-    for variable in BLAS_VARIABLES:
+    for variable in harness.BLAS_VARIABLES:
         environment.pop(variable, None)
     if single_blas_thread:
-        environment.update({variable: "1" for variable in BLAS_VARIABLES})
+        environment.update({variable: "1" for variable in harness.BLAS_VARIABLES})
     environment["PYSPARK_PYTHON"] = sys.executable
     environment["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
     return environment
@@ -318,23 +301,8 @@ def run_child(arguments: list[str], environment: dict[str, str], log: Path) -> d
     """Run this script as a child with ``arguments``; its last stdout line is JSON. Also the peak
     resident memory of its whole process tree (JVM and Python workers included)."""
     command = [sys.executable, str(Path(__file__).resolve()), *arguments]
-    environment = {**environment, "PRIVLAKE_SPARK_LOG": str(log)}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    peak = [0]
-
-    def sample() -> None:
-        while process.poll() is None:
-            peak[0] = max(peak[0], process_tree_rss(process.pid))
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = process.communicate()
-    sampler.join()
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{err[-3000:]}")
-    report = json.loads(out.strip().splitlines()[-1])
-    report["peak_rss_mib"] = peak[0] / 2**20
+    report, sampler = harness.run_json_child(command, {**environment, "PRIVLAKE_SPARK_LOG": str(log)})
+    report["peak_rss_mib"] = sampler.peak_total / 2**20
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -483,7 +451,7 @@ def peers_copy(peer_results: list[dict]) -> dict | None:
 
 
 def machine() -> dict:
-    return {**machine_basics(), "numpy": np.__version__}
+    return {**harness.machine_basics(), "numpy": np.__version__}
 
 
 def counting_stage(stages: dict[str, float]) -> float | None:
@@ -492,7 +460,64 @@ def counting_stage(stages: dict[str, float]) -> float | None:
 
 
 def _seconds(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3g}" if value < 10 else f"{value:.1f}"
+    return harness.number(value, ".1f", small=".3g")
+
+
+def goal_table(runs: list[dict]) -> list[str]:
+    def row(run: dict) -> tuple:
+        stages, parts = run["stages"], run["breakdown"]
+        return (
+            run["n"], run["engine_name"], f"**{_seconds(run['wall_seconds'])}**", stages.get("read input"),
+            f"{_seconds(stages.get('validate input'))} ({_seconds(parts.get('GX input suite'))} / "
+            f"{_seconds(parts.get('alphabet check and canonical frame'))})",
+            stages.get("stage input"), stages.get("wait for engine"), parts.get("engine start (overlaps)"),
+            f"{_seconds(counting_stage(stages))} ({_seconds(parts.get('estimation on the driver'))})",
+            stages.get("publish"), run["iterations"], run["peak_rss_mib"], run["load_average_after"][0],
+        )
+
+    return harness.table(
+        ["n", "engine", "end to end s", "read input", "validate input (GX / alphabet)", "stage input",
+         "wait for engine", "engine start (overlaps)", "count reports (of which estimation)", "publish", "iterations",
+         "peak MiB", "load after"],
+        [row(run) for run in runs],
+        align="rl" + "r" * 11,
+        formats=[".0e", None, None, _seconds, None, _seconds, _seconds, _seconds, None, _seconds, None, ".0f", ".1f"],
+    )
+
+
+def gibu_table(entries: list[dict]) -> list[str]:
+    return harness.table(
+        ["n", "OPENBLAS_NUM_THREADS", "groups", "iterations", "median s", "s / iteration", "min–max s"],
+        [(entry["n"], f"{entry['openblas_num_threads']} (BLAS threads "
+                      f"{entry['blas'][0]['threads'] if entry['blas'] else '?'})",
+          entry["groups"], entry["iterations"], entry["median_seconds"],
+          f"{entry['seconds_per_iteration'] * 1e6:.0f} µs", f"{entry['min_seconds']:.4f}–{entry['max_seconds']:.4f}")
+         for entry in sorted(entries, key=lambda e: (e["n"], e["openblas_num_threads"]))],
+        align="rlrrrrr", formats=[".0e", None, None, None, ".4f", None, None],
+    )
+
+
+def peers_table(report: dict) -> list[str]:
+    peers_cases = {(case["mechanism"], case["n"]): case for case in (report.get("ldp_peers_with_spark") or {}).get(
+        "cases", []) if abs(case["epsilon"] - PEER_EPSILON) < 1e-12}
+    rows = []
+    for entry in report["peer_cases"]:
+        case = peers_cases.get((entry["mechanism"], entry["n"]), {})
+        name = entry["peers_estimator_name"]
+        ours = case.get("summary", {}).get("ours", {}).get(name, {})
+        recorded = case.get("spark_end_to_end", {}).get(name, {}).get("peers_benchmark_emd_repetition_0")
+        peers = case.get("summary", {}).get("peers", {})
+        peer_text = ", ".join(f"{peer} {_seconds(values['end_to_end_seconds'])}" for peer, values in peers.items())
+        rows.append((
+            f"{entry['mechanism']} k={PEER_ALPHABET[entry['mechanism']]}", entry["n"], name,
+            f"**{_seconds(entry['wall_seconds'])}**", entry["evaluation"]["emd"], recorded,
+            ours.get("end_to_end_seconds"), peer_text or "–",
+        ))
+    return harness.table(
+        ["mechanism", "n", "estimator", "Spark end to end s", "pipeline EMD", "EMD in ldp_peers (rep. 0)",
+         "in-process ours (clients + estimation) s", "peers' end to end s"],
+        rows, align="lrlrrrrr", formats=[None, ".0e", None, None, ".4f", ".4f", _seconds, None],
+    )
 
 
 def markdown(report: dict) -> str:
@@ -507,22 +532,8 @@ def markdown(report: dict) -> str:
         "",
         "### Goal case: 20 mechanisms (10 k-RR ε∈[0.5, 5], 10 truncated geometric ε∈[0.1, 1]), k = 100, GIBU",
         "",
-        "| n | engine | end to end s | read input | validate input (GX / alphabet) | stage input | wait for engine "
-        "| engine start (overlaps) | count reports (of which estimation) | publish | iterations | peak MiB "
-        "| load after |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *goal_table(report["goal"]["runs"]),
     ]
-    for run in report["goal"]["runs"]:
-        stages, parts = run["stages"], run["breakdown"]
-        lines.append(
-            f"| {run['n']:.0e} | {run['engine_name']} | **{_seconds(run['wall_seconds'])}** | "
-            f"{_seconds(stages.get('read input'))} | {_seconds(stages.get('validate input'))} "
-            f"({_seconds(parts.get('GX input suite'))} / {_seconds(parts.get('alphabet check and canonical frame'))}) | "
-            f"{_seconds(stages.get('stage input'))} | {_seconds(stages.get('wait for engine'))} | "
-            f"{_seconds(parts.get('engine start (overlaps)'))} | {_seconds(counting_stage(stages))} "
-            f"({_seconds(parts.get('estimation on the driver'))}) | {_seconds(stages.get('publish'))} | "
-            f"{run['iterations']} | {run['peak_rss_mib']:.0f} | {run['load_average_after'][0]:.1f} |"
-        )
     spark_runs = [run for run in report["goal"]["runs"] if run["engine_name"] == "spark"]
     if spark_runs:
         largest = max(spark_runs, key=lambda run: run["n"])
@@ -551,17 +562,8 @@ def markdown(report: dict) -> str:
         "",
         "### GIBU after grouping (`estimate_from_report_counts` on the counted statistics)",
         "",
-        "| n | OPENBLAS_NUM_THREADS | groups | iterations | median s | s / iteration | min–max s |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        *gibu_table(report["goal"]["gibu_after_grouping"]),
     ]
-    for entry in sorted(report["goal"]["gibu_after_grouping"], key=lambda e: (e["n"], e["openblas_num_threads"])):
-        threads = entry["openblas_num_threads"]
-        blas = entry["blas"][0]["threads"] if entry["blas"] else "?"
-        lines.append(
-            f"| {entry['n']:.0e} | {threads} (BLAS threads {blas}) | {entry['groups']} | {entry['iterations']} | "
-            f"{entry['median_seconds']:.4f} | {entry['seconds_per_iteration'] * 1e6:.0f} µs | "
-            f"{entry['min_seconds']:.4f}–{entry['max_seconds']:.4f} |"
-        )
     independent = checks["verdicts"].get("gibu_after_grouping_independent_of_n")
     if independent:
         lines += ["", f"Across a {independent['n_ratio']:.0f}× range of n, GIBU's time after grouping varies "
@@ -575,26 +577,11 @@ def markdown(report: dict) -> str:
         "`ldp_peers.json` (in-process: their clients + their estimator, no file, no engine); ours is the "
         "release only (Parquet in, lake out).",
         "",
-        "| mechanism | n | estimator | Spark end to end s | pipeline EMD | EMD in ldp_peers (rep. 0) "
-        "| in-process ours (clients + estimation) s | peers' end to end s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        *peers_table(report),
+        "",
+        "Stage seconds of those runs:",
+        "",
     ]
-    peers_cases = {(case["mechanism"], case["n"]): case for case in (report.get("ldp_peers_with_spark") or {}).get(
-        "cases", []) if abs(case["epsilon"] - PEER_EPSILON) < 1e-12}
-    for entry in report["peer_cases"]:
-        case = peers_cases.get((entry["mechanism"], entry["n"]), {})
-        name = entry["peers_estimator_name"]
-        ours = case.get("summary", {}).get("ours", {}).get(name, {})
-        recorded = case.get("spark_end_to_end", {}).get(name, {}).get("peers_benchmark_emd_repetition_0")
-        peers = case.get("summary", {}).get("peers", {})
-        peer_text = ", ".join(f"{peer} {_seconds(values['end_to_end_seconds'])}" for peer, values in peers.items())
-        lines.append(
-            f"| {entry['mechanism']} k={PEER_ALPHABET[entry['mechanism']]} | {entry['n']:.0e} | {name} | "
-            f"**{_seconds(entry['wall_seconds'])}** | {entry['evaluation']['emd']:.4f} | "
-            f"{'–' if recorded is None else f'{recorded:.4f}'} | {_seconds(ours.get('end_to_end_seconds'))} | "
-            f"{peer_text or '–'} |"
-        )
-    lines += ["", "Stage seconds of those runs:", ""]
     for entry in report["peer_cases"]:
         stages = ", ".join(f"{key} {_seconds(value)}" for key, value in entry["stages"].items())
         lines.append(f"- {entry['mechanism']} n = {entry['n']:.0e} {entry['method']}: {stages}")
@@ -615,6 +602,7 @@ def main() -> None:
     parser.add_argument("--catalog", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=5, help=argparse.SUPPRESS)
     parser.add_argument("--render", type=Path, help="only re-render the Markdown of a saved results JSON")
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
     if arguments.render:
         saved = json.loads(arguments.render.read_text())
@@ -667,11 +655,10 @@ def main() -> None:
         run["estimate"] = [round(value, 12) for value in run["estimate"]]
     for entry in report["goal"]["gibu_after_grouping"]:
         entry.pop("estimate", None)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if arguments.quick else ""
+    stem = "ldp_pipeline_scaling_quick" if arguments.quick else "ldp_pipeline_scaling"
     text = markdown(report)
-    (RESULTS / f"ldp_pipeline_scaling{suffix}.json").write_text(json.dumps(report, indent=2))
-    (RESULTS / f"ldp_pipeline_scaling{suffix}.md").write_text(text + "\n")
+    harness.write_json(arguments.results_dir, stem, report, indent=2)
+    harness.write_markdown(arguments.results_dir, stem, text + "\n")
     print(text)
     log("done")
 

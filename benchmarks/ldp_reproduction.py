@@ -38,38 +38,31 @@ quick run never overwrites the full results).
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
+os.environ.update(harness.one_thread())
 
-import matplotlib  # noqa: E402
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
+import numpy as np
+from scipy import stats
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.machine_info import machine_basics  # noqa: E402
-from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
-from transforms.ldp.distribution_metrics import (  # noqa: E402
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.ldp.distribution_metrics import (
     earth_movers_distance_grid,
     earth_movers_distance_line,
     l1_distance,
     l2_distance,
 )
-from transforms.ldp.estimators import (  # noqa: E402
+from transforms.ldp.estimators import (
     EstimationResult,
     average_channel,
     channel_report_groups,
@@ -78,7 +71,7 @@ from transforms.ldp.estimators import (  # noqa: E402
     iterative_bayesian_update,
     rappor_estimate,
 )
-from transforms.ldp.mechanisms import (  # noqa: E402
+from transforms.ldp.mechanisms import (
     BasicRappor,
     Mechanism,
     PlanarGeometric,
@@ -87,7 +80,7 @@ from transforms.ldp.mechanisms import (  # noqa: E402
     TruncatedGeometric,
     sample_from_channel,
 )
-from transforms.ldp.simulation import (  # noqa: E402
+from transforms.ldp.simulation import (
     gibu_groups,
     rappor_bit_sums,
     simulate_reports,
@@ -98,10 +91,7 @@ from transforms.ldp.simulation import (  # noqa: E402
 BENCHMARK_SECRET_HEX = "5e" * 32
 BENCHMARK_SECRET = bytes.fromhex(BENCHMARK_SECRET_HEX)
 RELEASE = "bench/ldp-reproduction"
-RESULTS = ROOT / "benchmarks" / "results"
-FIGURES = RESULTS / "figures"
-GOWALLA_GRID = ROOT.parent / "shared" / "datasets" / "gowalla_sf" / "checkins_sf_grid.csv"
-GRID_ROWS, GRID_COLUMNS, CELL_SIDE_KM = 16, 24, 0.5
+GRID_ROWS, GRID_COLUMNS, CELL_SIDE_KM = harness.GOWALLA_ROWS, harness.GOWALLA_COLUMNS, harness.GOWALLA_CELL_KM
 
 MATRIX_ESTIMATORS = ("GIBU", "INV_M projection", "INV_M truncate", "IBU_M")
 RAPPOR_ESTIMATORS = ("GIBU", "RAP_M projection", "RAP_M truncate")
@@ -143,7 +133,7 @@ QUICK = Sizes(
 
 
 def machine() -> dict:
-    return {**machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
+    return {**harness.machine_basics(), "numpy": np.__version__, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
 def stream(purpose: str, key: tuple) -> np.random.Generator:
@@ -254,12 +244,6 @@ def linear_experiment(sizes: Sizes) -> dict:
     return result
 
 
-def gowalla_cells() -> np.ndarray:
-    """Cell ``row * 24 + col`` of each check-in (PROVENANCE.txt: 16 rows x 24 columns)."""
-    frame = pd.read_csv(GOWALLA_GRID, header=None, names=["row", "column"])
-    return (frame["row"] * GRID_COLUMNS + frame["column"]).to_numpy()
-
-
 def coarsened_distribution(cells: np.ndarray, coarsening: int) -> np.ndarray:
     rows, columns = GRID_ROWS // coarsening, GRID_COLUMNS // coarsening
     fine_row, fine_column = np.divmod(cells, GRID_COLUMNS)
@@ -291,7 +275,7 @@ def gowalla_mixtures(cells: np.ndarray) -> dict[str, tuple[int, tuple[Mechanism,
 
 def gowalla_experiment(sizes: Sizes) -> tuple[dict, dict]:
     print("2. Gowalla San Francisco, 16 x 24 grid of 0.5 km cells", flush=True)
-    cells = gowalla_cells()
+    cells = harness.gowalla_cells()
     result, maps = {}, {}
     for index, (label, (coarsening, mechanisms)) in enumerate(gowalla_mixtures(cells).items()):
         rows, columns = GRID_ROWS // coarsening, GRID_COLUMNS // coarsening
@@ -473,16 +457,29 @@ def plot_sweep(axis, by_n: dict, estimators: Sequence[str], title: str, unit: st
     return handles
 
 
-def save(figure, name: str, suffix: str) -> str:
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"ldp_{name}{suffix}.png"
-    figure.tight_layout()
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (the ``bench`` extra: only the figures need it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
+def save(figure, folder: Path, name: str, suffix: str, tight: bool = True) -> str:
+    """``figure`` as ``folder/figures/ldp_{name}{suffix}.png``; its path as the report links it."""
+    path = folder / "figures" / f"ldp_{name}{suffix}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if tight:
+        figure.tight_layout()
     figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return str(path.relative_to(ROOT))
+    pyplot().close(figure)
+    return harness.shown_path(path)
 
 
-def figures(report: dict, maps: dict, suffix: str) -> dict[str, str]:
+def figures(report: dict, maps: dict, suffix: str, folder: Path) -> dict[str, str]:
+    plt = pyplot()
     paths = {}
     for key, estimators, unit in (
         ("linear", MATRIX_ESTIMATORS, ""), ("gowalla", MATRIX_ESTIMATORS, " (km)"),
@@ -501,7 +498,7 @@ def figures(report: dict, maps: dict, suffix: str) -> dict[str, str]:
             }[key],
             fontsize=10,
         )
-        paths[key] = save(figure, key, suffix)
+        paths[key] = save(figure, folder, key, suffix)
 
     figure, axis = plt.subplots(figsize=(6, 4))
     counter = report["counter_example"]
@@ -511,7 +508,7 @@ def figures(report: dict, maps: dict, suffix: str) -> dict[str, str]:
     )
     axis.axhline(counter["uninformed_emd"], color="gray", linestyle="--", label="uniform answer")
     axis.legend(fontsize=8)
-    paths["counter_example"] = save(figure, "counter_example", suffix)
+    paths["counter_example"] = save(figure, folder, "counter_example", suffix)
 
     slopes = report["consistency"]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -537,7 +534,7 @@ def figures(report: dict, maps: dict, suffix: str) -> dict[str, str]:
             fontsize=7,
         )
     figure.suptitle("Consistency: error against n, log-log, with least-squares slopes", fontsize=10)
-    paths["consistency"] = save(figure, "consistency", suffix)
+    paths["consistency"] = save(figure, folder, "consistency", suffix)
 
     if maps:
         panels = ("truth", "GIBU", "INV_M projection", "IBU_M")
@@ -558,11 +555,7 @@ def figures(report: dict, maps: dict, suffix: str) -> dict[str, str]:
             f"n = {maps['n']:.0e}, one release",
             fontsize=10,
         )
-        FIGURES.mkdir(parents=True, exist_ok=True)
-        path = FIGURES / f"ldp_gowalla_maps{suffix}.png"
-        figure.savefig(path, dpi=110)
-        plt.close(figure)
-        paths["gowalla_maps"] = str(path.relative_to(ROOT))
+        paths["gowalla_maps"] = save(figure, folder, "gowalla_maps", suffix, tight=False)
     return paths
 
 
@@ -574,8 +567,20 @@ def _cell(summary: dict, name: str, digits: int = 4) -> str:
     return f"{entry['emd_mean']:.{digits}f} ± {entry['emd_std']:.{digits}f}{flag}"
 
 
+def sweep_table(first_column: str, experiments: dict, estimators: Sequence[str]) -> list[str]:
+    """One row per (experiment, n): mean ± s.d. of each estimator's EMD."""
+    return harness.table(
+        [first_column, "n", *estimators],
+        [(label, int(n), *(_cell(at_n["summary"], name) for name in estimators))
+         for label, entry in experiments.items() for n, at_n in entry["by_n"].items()],
+        formats=[None, ".0e", *[None] * len(estimators)],
+    )
+
+
 def markdown(report: dict, paths: dict[str, str]) -> str:
     sizes = report["sizes"]
+    counter = report["counter_example"]
+    slope_columns = MATRIX_ESTIMATORS + RAPPOR_ESTIMATORS[1:]
     lines = [
         "## Reproduction of the free-will LDP findings (ElSalamouny & Palamidessi)",
         "",
@@ -589,36 +594,14 @@ def markdown(report: dict, paths: dict[str, str]) -> str:
         "",
         f"![linear]({paths['linear']})",
         "",
-        "| mixture | n | " + " | ".join(MATRIX_ESTIMATORS) + " |",
-        "|---|---:|" + "---:|" * len(MATRIX_ESTIMATORS),
-    ]
-    for label, entry in report["linear"].items():
-        for n, at_n in entry["by_n"].items():
-            lines.append(
-                f"| {label} | {int(n):.0e} | " + " | ".join(_cell(at_n["summary"], name) for name in MATRIX_ESTIMATORS)
-                + " |"
-            )
-    lines += [
+        *sweep_table("mixture", report["linear"], MATRIX_ESTIMATORS),
         "",
         f"### 2. Gowalla San Francisco, 16 × 24 cells of 0.5 km; EMD in km (r = {sizes['gowalla_repetitions']})",
         "",
         f"![gowalla]({paths['gowalla']})",
         "",
-    ]
-    if "gowalla_maps" in paths:
-        lines += [f"![gowalla maps]({paths['gowalla_maps']})", ""]
-    lines += [
-        "| mixture | n | " + " | ".join(MATRIX_ESTIMATORS) + " |",
-        "|---|---:|" + "---:|" * len(MATRIX_ESTIMATORS),
-    ]
-    for label, entry in report["gowalla"].items():
-        for n, at_n in entry["by_n"].items():
-            lines.append(
-                f"| {label} | {int(n):.0e} | " + " | ".join(_cell(at_n["summary"], name) for name in MATRIX_ESTIMATORS)
-                + " |"
-            )
-    counter = report["counter_example"]
-    lines += [
+        *([f"![gowalla maps]({paths['gowalla_maps']})", ""] if "gowalla_maps" in paths else []),
+        *sweep_table("mixture", report["gowalla"], MATRIX_ESTIMATORS),
         "",
         "### 3. Counter-example: half the users apply A, half A′ = 2U − A (average: uniform U) "
         f"(r = {sizes['counter_repetitions']})",
@@ -627,45 +610,33 @@ def markdown(report: dict, paths: dict[str, str]) -> str:
         "",
         f"EMD of the uninformed uniform answer: {counter['uninformed_emd']:.4f}.",
         "",
-        "| n | " + " | ".join(COUNTER_ESTIMATORS) + " |",
-        "|---:|" + "---:|" * len(COUNTER_ESTIMATORS),
-    ]
-    for n, at_n in counter["by_n"].items():
-        lines.append(f"| {int(n):.0e} | " + " | ".join(_cell(at_n["summary"], name) for name in COUNTER_ESTIMATORS) + " |")
-    lines += [
+        *harness.table(
+            ["n", *COUNTER_ESTIMATORS],
+            [(int(n), *(_cell(at_n["summary"], name) for name in COUNTER_ESTIMATORS))
+             for n, at_n in counter["by_n"].items()],
+            align="r" * (1 + len(COUNTER_ESTIMATORS)), formats=[".0e", *[None] * len(COUNTER_ESTIMATORS)],
+        ),
         "",
         f"### 4. Basic RAPPOR on {{0..19}}, 10 mechanisms (r = {sizes['rappor_repetitions']})",
         "",
         f"![rappor]({paths['rappor']})",
         "",
-        "| ε range | n | " + " | ".join(RAPPOR_ESTIMATORS) + " |",
-        "|---|---:|" + "---:|" * len(RAPPOR_ESTIMATORS),
-    ]
-    for label, entry in report["rappor"].items():
-        for n, at_n in entry["by_n"].items():
-            lines.append(
-                f"| {label} | {int(n):.0e} | " + " | ".join(_cell(at_n["summary"], name) for name in RAPPOR_ESTIMATORS)
-                + " |"
-            )
-    lines += [
+        *sweep_table("ε range", report["rappor"], RAPPOR_ESTIMATORS),
         "",
         "### 5. Consistency: least-squares slope of log(mean EMD) on log n (the paper's rate: −0.5)",
         "",
         f"![consistency]({paths['consistency']})",
         "",
-        "| experiment | " + " | ".join(MATRIX_ESTIMATORS + RAPPOR_ESTIMATORS[1:]) + " |",
-        "|---|" + "---:|" * (len(MATRIX_ESTIMATORS) + len(RAPPOR_ESTIMATORS) - 1),
+        *harness.table(
+            ["experiment", *slope_columns],
+            [(label, *(slopes.get(name) for name in slope_columns)) for label, slopes in report["consistency"].items()],
+            formats=[None, *[".2f"] * len(slope_columns)],
+        ),
+        "",
+        "### Findings, checked on the means",
+        "",
+        *(f"- {finding}" for finding in report["findings"]),
     ]
-    for label, slopes in report["consistency"].items():
-        lines.append(
-            f"| {label} | "
-            + " | ".join(
-                f"{slopes[name]:.2f}" if name in slopes else "–" for name in MATRIX_ESTIMATORS + RAPPOR_ESTIMATORS[1:]
-            )
-            + " |"
-        )
-    lines += ["", "### Findings, checked on the means", ""]
-    lines += [f"- {finding}" for finding in report["findings"]]
     return "\n".join(lines)
 
 
@@ -716,6 +687,7 @@ def findings(report: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer users and repetitions (about a minute)")
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
     sizes = QUICK if arguments.quick else FULL
     suffix = "_quick" if arguments.quick else ""
@@ -744,22 +716,13 @@ def main() -> None:
     report["gowalla_map_estimates"] = maps
     report["consistency"] = consistency(report)
     report["findings"] = findings(report)
-    paths = figures(report, maps, suffix)
+    paths = figures(report, maps, suffix, arguments.results_dir)
     report["figures"] = paths
     report["wall_seconds"] = time.perf_counter() - started
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"ldp_reproduction{suffix}.json").write_text(json.dumps(report, indent=2, default=_json_default))
+    harness.write_json(arguments.results_dir, f"ldp_reproduction{suffix}", report, indent=2, default=harness.json_default)
     text = markdown(report, paths)
-    (RESULTS / f"ldp_reproduction{suffix}.md").write_text(text + "\n")
+    harness.write_markdown(arguments.results_dir, f"ldp_reproduction{suffix}", text + "\n")
     print(text)
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 if __name__ == "__main__":

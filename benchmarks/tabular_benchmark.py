@@ -58,74 +58,71 @@ machine, 26–37 minutes measured with other jobs sharing the cores. ``--quick``
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import platform  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime  # noqa: E402
-from importlib.metadata import version  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+os.environ.update(harness.one_thread())
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import argparse
+import json
+import math
+import platform
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import numpy as np
+import pandas as pd
+import yaml
+from threadpoolctl import threadpool_limits
 
-from benchmarks.machine_info import machine_basics  # noqa: E402
-from schemas.tabular.schema import CategoricalAttribute, TabularSchema, load_tabular_schema  # noqa: E402
-from transforms.core.keyed_randomness import keyed_generator  # noqa: E402
-from transforms.tabular.contingency import joint_index  # noqa: E402
-from transforms.tabular.encoding import decode_records, domain_sizes, encode_records  # noqa: E402
-from transforms.tabular.evaluation import (  # noqa: E402
+from benchmarks.harness import ROOT, Timing, timed
+from schemas.tabular.schema import CategoricalAttribute, TabularSchema, load_tabular_schema
+from transforms.core.keyed_randomness import keyed_generator
+from transforms.tabular.contingency import joint_index
+from transforms.tabular.encoding import decode_records, domain_sizes, encode_records
+from transforms.tabular.evaluation import (
     exact_match_rate,
     mean_cramers_v_difference,
     mean_marginal_tvd,
     train_on_synthetic_test_on_real,
 )
-from transforms.tabular.guarantee import (  # noqa: E402
+from transforms.tabular.guarantee import (
     EpsilonSplit,
     smallest_feasible_k,
     split_total_epsilon,
     tabular_guarantee,
 )
-from transforms.tabular.independent_marginals import independent_marginals_synthesis  # noqa: E402
-from transforms.tabular.network_structure import NetworkStructure  # noqa: E402
-from transforms.tabular.parameter_learning import ConditionalTables, expected_table_shape  # noqa: E402
-from transforms.tabular.privacy_test import (  # noqa: E402
+from transforms.tabular.independent_marginals import independent_marginals_synthesis
+from transforms.tabular.network_structure import NetworkStructure
+from transforms.tabular.parameter_learning import ConditionalTables, expected_table_shape
+from transforms.tabular.privacy_test import (
     SeedIndex,
     general_deniability_counts_chunked,
     plausible_deniability_test,
 )
-from transforms.tabular.release import (  # noqa: E402
+from transforms.tabular.release import (
     PURPOSE_STRUCTURE,
     TabularReleaseParameters,
     learn_conditionals,
     release_split,
     tabular_release,
 )
-from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates  # noqa: E402
-from transforms.tabular.structure_learning import learn_structure  # noqa: E402
-from transforms.tabular.structure_scores import MUTUAL_INFORMATION  # noqa: E402
+from transforms.tabular.seed_synthesis import kept_and_resampled, synthesize_candidates
+from transforms.tabular.structure_learning import learn_structure
+from transforms.tabular.structure_scores import MUTUAL_INFORMATION
 
 BENCHMARK_SECRET = bytes.fromhex("7a" * 32)
 RELEASE = "bench/tabular"
-RESULTS = ROOT / "benchmarks" / "results"
-DATASETS = ROOT.parent / "shared" / "datasets"
+DATASETS = harness.DATASETS
 PEER_WORKER = ROOT / "benchmarks" / "peers" / "tabular_peer_worker.py"
 PEER_PYTHON = {
     "datasynthesizer": ROOT / "benchmarks" / ".venv-datasynthesizer" / "bin" / "python",
@@ -172,43 +169,18 @@ CENSUS_CONCENTRATION = 4.0
 
 
 def machine() -> dict[str, Any]:
-    return {**machine_basics(), "threads_of_ours": os.environ.get("OMP_NUM_THREADS")}
-
-
-def code_version() -> str | None:
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
-        )
-        return completed.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
+    return {**harness.machine_basics(), "threads_of_ours": os.environ.get("OMP_NUM_THREADS")}
 
 
 def versions() -> dict[str, Any]:
+    from pipelines.platform.release import code_version
+
     return {
         "python": platform.python_version(),
         **{name: version(name) for name in ("numpy", "pandas", "scipy", "scikit-learn")},
         "privlake_commit": code_version(),
         "privlake_worktree_note": "uncommitted work in progress may differ from the commit",
     }
-
-
-def peak_memory_mebibytes() -> float:
-    """The process's peak resident set size so far (``ru_maxrss`` is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-@dataclass(frozen=True)
-class Timing:
-    wall_seconds: float
-    cpu_seconds: float
-
-
-def timed(function: Callable[[], Any]) -> tuple[Any, Timing]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = function()
-    return result, Timing(time.perf_counter() - wall, time.process_time() - cpu)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -655,12 +627,12 @@ def synthesis_at_scale(records: int) -> dict[str, Any]:
                 "ours": ours,
                 "wall_seconds": timing.wall_seconds,
                 "cpu_seconds": timing.cpu_seconds,
-                "peak_memory_mebibytes_so_far": peak_memory_mebibytes(),
+                "peak_memory_mebibytes_so_far": harness.max_rss_mib(),
             }
         )
         return result
 
-    baseline_memory = peak_memory_mebibytes()
+    baseline_memory = harness.max_rss_mib()
     schema, true_structure, true_conditionals = census_network_and_schema()
     sizes = domain_sizes(schema)
     release_id = f"{RELEASE}/scale/{records}"
@@ -733,7 +705,7 @@ def synthesis_at_scale(records: int) -> dict[str, Any]:
         "pass_rate": release.pass_rate,
         "batches": release.batches,
         "reached_target": release.reached_target,
-        "peak_memory_mebibytes": peak_memory_mebibytes(),
+        "peak_memory_mebibytes": harness.max_rss_mib(),
         "memory_at_start_mebibytes": baseline_memory,
         "mean_2way_tvd_released_vs_fresh_sample": tvd_released,
         "mean_2way_tvd_input_vs_fresh_sample": tvd_input,
@@ -931,7 +903,7 @@ def run_peer(peer: str, dataset: Dataset, epsilon: float, folder: Path) -> dict[
     environment = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+        if key not in harness.THREAD_VARIABLES
     }
     wall = time.perf_counter()
     with log.open("w") as stream:
@@ -1174,17 +1146,15 @@ def goal_check(utility: dict[str, Any]) -> dict[str, Any]:
 
 
 def _number(value: Any, digits: int = 3) -> str:
+    """Lists as their spread; integers with thousands separators; other numbers with ``digits``
+    decimals, from 1000 on without."""
     if isinstance(value, list):
         return _spread(value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
+    return harness.number(value, f".{digits}f", large=",.0f", integers=",")
+
+
+def _digits(digits: int) -> Callable[[Any], str]:
+    return lambda value: _number(value, digits)
 
 
 def _spread(values: list[float | None]) -> str:
@@ -1197,7 +1167,65 @@ def _spread(values: list[float | None]) -> str:
 def _ratio(value: float | None) -> str:
     if value is None:
         return "–"
-    return f"{value:,.0f}×" if value >= 100 else f"{value:.1f}×"
+    return harness.number(value, ".1f", large=",.0f", above=100) + "×"
+
+
+def throughput_table(throughput: dict[str, Any]) -> list[str]:
+    linear_rate = throughput["linear_scan"]["candidates_per_second_cpu"]
+    return harness.table(
+        ["form", "candidates timed", "candidates/s (wall)", "candidates/s (CPU)", "vs linear scan"],
+        [(label, entry["candidates"], entry["candidates_per_second_wall"], entry["candidates_per_second_cpu"],
+          _ratio(entry["candidates_per_second_cpu"] / linear_rate))
+         for label, key in (("indexed (`SeedIndex`)", "indexed"), ("general vectorized", "general_vectorized"),
+                            ("linear scan per candidate (Python)", "linear_scan"))
+         for entry in (throughput[key],)],
+        formats=[None, ",", _digits(1), _digits(1), None],
+    )
+
+
+UTILITY_METRICS = ("tvd_1way", "tvd_2way", "tvd_2way_other_releases", "tvd_3way", "cramers_v_mean_abs_difference",
+                   "tstr_accuracy", "tstr_auc", "exact_match_rate_to_DS")
+
+
+def utility_table(methods: dict[str, Any]) -> list[str]:
+    """One row per method of one (dataset, ε); a method that did not run says why."""
+    peer = methods.get(PEER_NAMES["datasynthesizer"], {})
+    rows: list[tuple] = []
+    for name, method in methods.items():
+        if "error" in method:
+            rows.append((name, f"not run: {method['error'][:120]}", *[""] * 12))
+            continue
+        ratio = None
+        if method.get("wall_seconds") and peer.get("wall_seconds"):
+            ratio = peer["wall_seconds"] / method["wall_seconds"]
+        rows.append((
+            name,
+            *(_number(method.get(metric), 4 if metric.startswith(("tvd", "cramers")) else 3)
+              for metric in UTILITY_METRICS),
+            _number(method.get("wall_seconds"), 2), _number(method.get("cpu_seconds"), 2),
+            _ratio(ratio) if ratio else "–", _number(method.get("pass_rate")), _number(method.get("records")),
+        ))
+    return harness.table(
+        ["method", "TVD 1-way", "TVD 2-way", "TVD 2-way, other releases", "TVD 3-way", "mean abs ΔV", "TSTR acc",
+         "TSTR AUC", "exact match to DS", "time s (wall)", "time s (CPU)", "DataSynthesizer time / this",
+         "pass rate", "records"],
+        rows, align="lrrl" + "r" * 10,
+    )
+
+
+def goal_table(checks: dict[str, Any]) -> list[str]:
+    rows: list[tuple] = []
+    for epsilon_key, by_method in checks.items():
+        if "error" in by_method:
+            rows.append((epsilon_key, by_method["error"], *[""] * 5))
+            continue
+        rows += [(epsilon_key, name, _ratio(row["time_ratio_wall"]), _ratio(row["time_ratio_cpu"]),
+                  _number(row["tvd_2way_ours"], 4), _number(row["tvd_2way_datasynthesizer"], 4), _number(row["met"]))
+                 for name, row in by_method.items()]
+    return harness.table(
+        ["ε", "ours", "time ratio (wall)", "time ratio (CPU)", "TVD 2-way ours", "TVD 2-way DataSynthesizer", "met"],
+        rows, align="rlrrrrl",
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -1216,21 +1244,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"## Privacy-test throughput ({throughput['seeds']:,} seeds, {throughput['attributes']} attributes, "
         f"ω = {throughput['omega']}, one core)",
         "",
-        "| form | candidates timed | candidates/s (wall) | candidates/s (CPU) | vs linear scan |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    linear_rate = throughput["linear_scan"]["candidates_per_second_cpu"]
-    for label, key in (
-        ("indexed (`SeedIndex`)", "indexed"),
-        ("general vectorized", "general_vectorized"),
-        ("linear scan per candidate (Python)", "linear_scan"),
-    ):
-        entry = throughput[key]
-        lines.append(
-            f"| {label} | {entry['candidates']:,} | {_number(entry['candidates_per_second_wall'], 1)} | "
-            f"{_number(entry['candidates_per_second_cpu'], 1)} | {_ratio(entry['candidates_per_second_cpu'] / linear_rate)} |"
-        )
-    lines += [
+        *throughput_table(throughput),
         "",
         f"Index build: {throughput['indexed']['index_build_seconds']:.3f} s ({throughput['indexed']['index_groups']:,} "
         f"groups of the {throughput['kept_attributes']} kept attributes). The three forms give the same k' on the "
@@ -1252,14 +1266,12 @@ def markdown(report: dict[str, Any]) -> str:
         f"## Synthesis at scale ({scale['records']:,} generated records, {scale['attributes']} attributes, ω = "
         f"{scale['omega']}, ε = 1)",
         "",
-        "| stage | wall s | CPU s | peak RSS so far (MiB) |",
-        "|---|---:|---:|---:|",
+        *harness.table(
+            ["stage", "wall s", "CPU s", "peak RSS so far (MiB)"],
+            scale["stages"], keys=["stage", "wall_seconds", "cpu_seconds", "peak_memory_mebibytes_so_far"],
+            formats=[None, ".2f", ".2f", ",.0f"],
+        ),
     ]
-    for entry in scale["stages"]:
-        lines.append(
-            f"| {entry['stage']} | {entry['wall_seconds']:.2f} | {entry['cpu_seconds']:.2f} | "
-            f"{entry['peak_memory_mebibytes_so_far']:,.0f} |"
-        )
     breakdown = scale["release_breakdown_seconds"]
     lines += [
         "",
@@ -1284,43 +1296,12 @@ def markdown(report: dict[str, Any]) -> str:
                 f'matching a DS record exactly: {case["held_out_exact_match_rate_to_DS"]:.3f}. "Other releases": '
                 "the 2-way TVD of the same configuration under other release ids (fresh keyed randomness).",
                 "",
-                "| method | TVD 1-way | TVD 2-way | TVD 2-way, other releases | TVD 3-way | mean abs ΔV | TSTR acc "
-                "| TSTR AUC | exact match to DS | time s (wall) | time s (CPU) | DataSynthesizer time / this "
-                "| pass rate | records |",
-                "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+                *utility_table(case["methods"]),
             ]
-            peer = case["methods"].get(PEER_NAMES["datasynthesizer"], {})
             train_on_real = None
-            for name, method in case["methods"].items():
-                if "error" in method:
-                    lines.append(f"| {name} | not run: {method['error'][:120]} |" + " |" * 12)
-                    continue
-                if method.get("train_on_real_accuracy") is not None:
+            for method in case["methods"].values():
+                if "error" not in method and method.get("train_on_real_accuracy") is not None:
                     train_on_real = (method["train_on_real_accuracy"], method["train_on_real_auc"])
-                ratio = None
-                if method.get("wall_seconds") and peer.get("wall_seconds"):
-                    ratio = peer["wall_seconds"] / method["wall_seconds"]
-                cells = [
-                    _number(method.get(metric), 4 if metric.startswith(("tvd", "cramers")) else 3)
-                    for metric in (
-                        "tvd_1way",
-                        "tvd_2way",
-                        "tvd_2way_other_releases",
-                        "tvd_3way",
-                        "cramers_v_mean_abs_difference",
-                        "tstr_accuracy",
-                        "tstr_auc",
-                        "exact_match_rate_to_DS",
-                    )
-                ]
-                cells += [
-                    _number(method.get("wall_seconds"), 2),
-                    _number(method.get("cpu_seconds"), 2),
-                    _ratio(ratio) if ratio else "–",
-                    _number(method.get("pass_rate")),
-                    _number(method.get("records")),
-                ]
-                lines.append(f"| {name} | " + " | ".join(cells) + " |")
             if train_on_real:
                 lines += [
                     "",
@@ -1358,23 +1339,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append("")
     lines += ["## Goal: ≥ 10× faster than DataSynthesizer's correlated mode at equal or better 2-way TVD", ""]
     for dataset_name, checks in report["goal_check"].items():
-        lines += [
-            f"### {dataset_name.capitalize()}",
-            "",
-            "| ε | ours | time ratio (wall) | time ratio (CPU) | TVD 2-way ours | TVD 2-way DataSynthesizer | met |",
-            "|---:|---|---:|---:|---:|---:|---|",
-        ]
-        for epsilon_key, rows in checks.items():
-            if "error" in rows:
-                lines.append(f"| {epsilon_key} | {rows['error']} | | | | | |")
-                continue
-            for name, row in rows.items():
-                lines.append(
-                    f"| {epsilon_key} | {name} | {_ratio(row['time_ratio_wall'])} | {_ratio(row['time_ratio_cpu'])} | "
-                    f"{_number(row['tvd_2way_ours'], 4)} | {_number(row['tvd_2way_datasynthesizer'], 4)} | "
-                    f"{_number(row['met'])} |"
-                )
-        lines.append("")
+        lines += [f"### {dataset_name.capitalize()}", "", *goal_table(checks), ""]
     lines += [
         "Adult end to end through the pipeline (local, Spark local[2]): "
         f"{report['pipeline_end_to_end_seconds']} (filled in by the pipeline benchmark).",
@@ -1383,34 +1348,20 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(key): _json_ready(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_ready(item) for item in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating | float):
-        number = float(value)
-        return None if math.isnan(number) else number
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of about two minutes")
     parser.add_argument("--scale-only", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--scale-output", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--markdown-from", type=Path, help="only rewrite the .md beside this results JSON")
+    harness.add_results_option(parser)
     arguments = parser.parse_args()
     if arguments.markdown_from is not None:
         report = json.loads(arguments.markdown_from.read_text())
         arguments.markdown_from.with_suffix(".md").write_text(markdown(report))
         return
     if arguments.scale_only is not None:
-        arguments.scale_output.write_text(json.dumps(_json_ready(synthesis_at_scale(arguments.scale_only))))
+        arguments.scale_output.write_text(json.dumps(harness.json_ready(synthesis_at_scale(arguments.scale_only))))
         return
 
     quick = arguments.quick
@@ -1451,7 +1402,7 @@ def main() -> None:
         report["privacy_test_throughput"] = privacy_test_throughput(quick)
     print(
         json.dumps(
-            _json_ready(
+            harness.json_ready(
                 {
                     key: report["privacy_test_throughput"][key]
                     for key in ("indexed", "general_vectorized", "linear_scan")
@@ -1507,12 +1458,11 @@ def main() -> None:
     report["goal_check"] = {name: goal_check(cases) for name, cases in report["utility"].items()}
     report["machine"]["load_average_at_end"] = list(os.getloadavg())
     report["seconds"] = time.perf_counter() - started
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "tabular_benchmark_quick" if quick else "tabular_benchmark"
-    ready = _json_ready(report)
-    (RESULTS / f"{stem}.json").write_text(json.dumps(ready, indent=1) + "\n")
-    (RESULTS / f"{stem}.md").write_text(markdown(ready))
-    print(f"wrote {RESULTS / stem}.json and .md in {report['seconds']:.0f} s", flush=True)
+    ready = harness.json_ready(report)
+    written = harness.write_json(arguments.results_dir, stem, ready, indent=1)
+    harness.write_markdown(arguments.results_dir, stem, markdown(ready))
+    print(f"wrote {written.with_suffix('')}.json and .md in {report['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

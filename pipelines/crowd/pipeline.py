@@ -53,10 +53,7 @@ from pipelines.platform.errors import InputError, PrivlakeError
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
-    ReleaseOutcome,
-    ReleaseRequest,
     ReleaseResult,
-    run_release,
 )
 from schemas.crowd.config import CrowdConfig
 from schemas.crowd.tables import (
@@ -425,7 +422,4 @@ KIND = ReleaseKind(
 )
 
 
-def run_crowd_release(config: CrowdConfig, **request: Any) -> ReleaseOutcome:
-    """Run one crowd release end to end and return its id, status and manifest; ``request`` takes
-    the fields of :class:`ReleaseRequest` (``release_id``, ``engine``, ``engine_name``, …)."""
-    return run_release(KIND, config, ReleaseRequest(**request))
+run_crowd_release = KIND.run

@@ -59,13 +59,10 @@ from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore, St
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
-    ReleaseOutcome,
-    ReleaseRequest,
     ReleaseResult,
     StageTimer,
     code_version,
     release_secret,
-    run_release,
 )
 from schemas.filter.config import FilterConfig
 from schemas.filter.expectations import FILTER_RECORD_COLUMN
@@ -493,8 +490,4 @@ KIND = ReleaseKind(
 )
 
 
-def run_filter_release(config: FilterConfig, **request: Any) -> ReleaseOutcome:
-    """Run one filter release end to end and return its id, status and manifest; ``request`` takes
-    the fields of :class:`ReleaseRequest`."""
-    return run_release(KIND, config, ReleaseRequest(**request))
-
+run_filter_release = KIND.run

@@ -55,11 +55,8 @@ from pipelines.platform.lake import Lake
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
-    ReleaseOutcome,
-    ReleaseRequest,
     ReleaseResult,
     StageTimer,
-    run_release,
 )
 from schemas.ldp.config import LdpConfig, SecretLayout
 from schemas.ldp.tables import (
@@ -356,7 +353,4 @@ KIND = ReleaseKind(
 )
 
 
-def run_ldp_release(config: LdpConfig, **request: Any) -> ReleaseOutcome:
-    """Run one ldp release end to end and return its id, status and manifest; ``request`` takes
-    the fields of :class:`ReleaseRequest`."""
-    return run_release(KIND, config, ReleaseRequest(**request))
+run_ldp_release = KIND.run

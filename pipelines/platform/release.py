@@ -282,8 +282,10 @@ class ReleaseKind:
     show_keys: tuple[str, ...] = ()
     draws_randomness: bool = True
 
-    def run(self, config: Any, request: ReleaseRequest | None = None) -> ReleaseOutcome:
-        return run_release(self, config, request or ReleaseRequest())
+    def run(self, config: Any, **request: Any) -> ReleaseOutcome:
+        """One release of this kind end to end: its id, status and manifest. ``request`` takes the
+        fields of :class:`ReleaseRequest` (``release_id``, ``engine``, ``engine_name``, …)."""
+        return run_release(self, config, ReleaseRequest(**request))
 
 
 def open_release(kind: str, config: Any, request: ReleaseRequest) -> ReleaseContext | ReleaseOutcome:

@@ -38,11 +38,8 @@ from pipelines.platform.input import file_fingerprint
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
-    ReleaseOutcome,
-    ReleaseRequest,
     ReleaseResult,
     StageTimer,
-    run_release,
 )
 from pipelines.tabular.blocks import (
     PART_PARAMETERS,
@@ -456,7 +453,4 @@ KIND = ReleaseKind(
 )
 
 
-def run_tabular_release(config: TabularConfig, **request: Any) -> ReleaseOutcome:
-    """Run one tabular release end to end and return its id, status and manifest; ``request``
-    takes the fields of :class:`ReleaseRequest`."""
-    return run_release(KIND, config, ReleaseRequest(**request))
+run_tabular_release = KIND.run

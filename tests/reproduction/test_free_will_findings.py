@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cache
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
+from benchmarks.harness import gowalla_cells
 from transforms.ldp.distribution_metrics import earth_movers_distance_grid, earth_movers_distance_line
 from transforms.ldp.estimators import (
     average_channel,
@@ -57,8 +56,6 @@ from transforms.ldp.simulation import (
 
 pytestmark = pytest.mark.slow
 
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-GOWALLA_GRID = DATASETS / "gowalla_sf" / "checkins_sf_grid.csv"
 GRID_ROWS, GRID_COLUMNS, CELL_SIDE_KM = 16, 24, 0.5
 SEEDS = range(5)
 USERS = 20_000
@@ -126,15 +123,6 @@ def test_linear_alphabet_gibu_is_at_least_as_accurate_as_inv_m() -> None:
     errors = linear_errors(USERS)
     assert errors["GIBU"] <= errors["INV_M projection"], errors
     assert errors["GIBU"] <= errors["INV_M truncate"], errors
-
-
-@cache
-def gowalla_cells() -> np.ndarray:
-    """Cell index ``row * 24 + col`` of each San Francisco check-in (PROVENANCE.txt: 16 rows x
-    24 columns of about 0.5 km cells)."""
-    frame = pd.read_csv(GOWALLA_GRID, header=None, names=["row", "column"])
-    assert frame["row"].between(0, GRID_ROWS - 1).all() and frame["column"].between(0, GRID_COLUMNS - 1).all()
-    return (frame["row"] * GRID_COLUMNS + frame["column"]).to_numpy()
 
 
 def planar_errors(

@@ -15,7 +15,7 @@ Not asserted, because it does not hold with a margin: on Population, combined we
 over uniform's is 0.72–1.00 on nine keys (and near 0 on one, where uniform weights released a claim
 of about 10^10 from an outlying claim) and over global's 0.77–1.61; the MAE there is carried by a
 few objects, so a two-secret mean swings from key to key (recorded, not asserted, as the
-``population`` figures). Nor, measured, see the README's evaluation section:
+``population`` figures). Nor, measured (docs/crowd.md, "Evaluation"):
 the ISE of the *released* claims' KDE is not lower with combined than with uniform weights on
 the generator at m = 10 (sampling variance of 10 claims and the privacy test's own filtering of
 isolated seeds swamp the better learned density), and on Emotion the combined weights' truth

@@ -31,7 +31,7 @@ whole release with at most ``T`` attempts (the attempt cap) the test part compos
 What is *not* covered (``NOT_COVERED``, also in the manifest): the theorem bounds the probability
 of each released record; the failure outcome ⊥ of an invocation is not bounded by ``δ_test`` (a
 single replaced seed can change the probability of ⊥ by up to ``1/|DS|``; the review test
-``tests/unit/tabular_review`` computes a case exactly). Figures that count failures — the number
+``tests/unit/transforms/tabular/test_privacy_test_outcomes.py`` computes a case exactly). Figures that count failures — the number
 of attempts, the pass rate, the number of batches, a release cut short by the attempt cap — are
 therefore outside the guarantee; the manifest reports them for the operator and says so.
 """

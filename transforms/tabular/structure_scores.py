@@ -23,7 +23,7 @@ paper; PrivBayes' neighbours are the same replace-one notion):
 
 We checked both bounds by exhaustive enumeration of every table with ``2 ≤ n ≤ 7`` records over
 domains up to 4 × 4 and every one-record replacement: the binary bound is attained for every
-``n`` and the general bound for odd ``n`` (``tests/unit/tabular_learning/test_structure_scores.py``
+``n`` and the general bound for odd ``n`` (``tests/unit/transforms/tabular/test_structure_scores.py``
 repeats this check on small cases).
 
 **Correlation-based feature-selection merit** (Bindschaedler, Shokri, Gunter, VLDB 2017, Section

@@ -1,1 +1,0 @@
-"""Unit tests of the filter release kind's engine-free core (``transforms/filter``)."""

@@ -1,0 +1,223 @@
+"""The shared input reading (``pipelines/platform/input.py``): fingerprints against hashlib, whole
+tables read as text (CSV) or with their types (Parquet), and every read error as one line naming the
+file (and the column where there is one)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.platform.errors import ConfigError, InputError
+from pipelines.platform.input import (
+    apply_recode,
+    as_missing,
+    file_fingerprint,
+    files_digest,
+    first_line,
+    read_input_table,
+    read_table,
+)
+from schemas.base import StrictModel, TableReading
+from tests.unit.pipelines.input_errors import assert_input_error
+
+
+class Columns(StrictModel):
+    """A kind's mapping of its canonical columns (roles) to the file's columns."""
+
+    object_id: str = "item"
+    source_id: str = "worker"
+    value: str = "answer"
+
+
+class MappedInput(StrictModel):
+    """A ``MappedTableSettings`` of no particular kind."""
+
+    path: Path
+    format: Literal["csv", "parquet"] = "csv"
+    columns: Columns = Columns()
+
+
+def mapped(path: Path, file_format: str = "csv") -> MappedInput:
+    return MappedInput(path=path, format=file_format)
+
+
+def test_fingerprints_are_sha256_of_the_bytes_in_order(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.bin", tmp_path / "b.bin"
+    first.write_bytes(b"alpha\n")
+    second.write_bytes(bytes(range(256)) * 5000)
+    assert files_digest([first, second]).hexdigest() == hashlib.sha256(
+        b"alpha\n" + bytes(range(256)) * 5000
+    ).hexdigest()
+    expected = hashlib.sha256(b"alpha\n\0" + bytes(range(256)) * 5000 + b"\0").hexdigest()
+    assert file_fingerprint(first, second) == "sha256:" + expected
+    assert file_fingerprint(second, first) != file_fingerprint(first, second)
+
+
+def test_first_line_of_an_error() -> None:
+    assert first_line(ValueError("one\ntwo\nthree")) == "one"
+    assert first_line(ValueError("  padded  \n")) == "padded"
+    assert first_line(KeyError()) == "KeyError"
+
+
+def test_csv_columns_are_read_as_text_in_the_wanted_order(tmp_path: Path) -> None:
+    path = tmp_path / "claims.csv"
+    path.write_text('answer,ignored,worker,item\n1.5,x,7,"a"\n,y,"",b\n 2 ,z,08,c\n')
+    table = read_input_table(mapped(path), ["item", "worker", "answer"])
+    assert table.column_names == ["item", "worker", "answer"]
+    assert all(field.type == pa.string() for field in table.schema)
+    assert table.to_pydict() == {
+        "item": ["a", "b", "c"],
+        "worker": ["7", "", "08"],
+        "answer": ["1.5", None, " 2 "],
+    }
+
+
+def test_parquet_columns_keep_their_types_and_dictionary_columns_are_categorical(tmp_path: Path) -> None:
+    path = tmp_path / "claims.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "item": pa.array([3, 1, 2], pa.int32()),
+                "worker": pa.array(["u", "v", "u"]),
+                "answer": pa.array([0.25, -1.0, 2.0**60], pa.float64()),
+                "extra": pa.array([True, False, True]),
+            }
+        ),
+        path,
+    )
+    table = read_input_table(mapped(path, "parquet"), ["item", "worker", "answer"], dictionary_columns=("worker",))
+    assert table.column_names == ["item", "worker", "answer"]
+    assert table.schema.field("item").type == pa.int32()
+    assert table.schema.field("answer").type == pa.float64()
+    assert pa.types.is_dictionary(table.schema.field("worker").type)
+    frame = table.to_pandas()
+    assert frame["item"].tolist() == [3, 1, 2]
+    assert frame["answer"].tolist() == [0.25, -1.0, 2.0**60]
+    assert isinstance(frame["worker"].dtype, pd.CategoricalDtype)
+    assert frame["worker"].astype(str).tolist() == ["u", "v", "u"]
+    plain = read_input_table(mapped(path, "parquet"), ["worker"])
+    assert plain.schema.field("worker").type == pa.string()
+
+
+def test_read_input_table_errors_name_the_file_and_the_column(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.csv"
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(missing), ["item"])
+    assert_input_error(caught.value, missing, "file not found")
+
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(tmp_path), ["item"])
+    assert_input_error(caught.value, tmp_path, "is not a file")
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(empty), ["item"])
+    assert_input_error(caught.value, empty, "empty file: no header and no rows")
+
+    no_answer = tmp_path / "no_answer.csv"
+    no_answer.write_text("item,worker\n1,2\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(no_answer), ["item", "worker", "answer"])
+    assert_input_error(
+        caught.value, no_answer, "mapped column 'answer' (for value) is missing; the file has: item, worker",
+        column="answer",
+    )
+
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({f"c{index:02d}": [index] for index in range(14)}), wide)
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(wide, "parquet"), ["c00", "worker"])
+    assert_input_error(
+        caught.value, wide, "mapped column 'worker' (for source_id) is missing; the file has: "
+        + ", ".join(f"c{index:02d}" for index in range(12)) + " ...",
+        column="worker",
+    )
+
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("item,worker,answer\n1,2,3\n4,5,6,7\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(ragged), ["item", "worker", "answer"])
+    assert_input_error(caught.value, ragged, "cannot be read as CSV: ")
+
+    not_parquet = tmp_path / "text.parquet"
+    not_parquet.write_text("item,worker,answer\n1,2,3\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(not_parquet, "parquet"), ["item"])
+    assert_input_error(caught.value, not_parquet, "cannot be read as PARQUET: ")
+
+
+def test_read_table_gives_text_columns_with_stripped_names_and_leading_spaces_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "adult.csv"
+    path.write_text(" age , workclass,income\n39, State-gov, <=50K\n50, NA,>50K.\n 7,,\n")
+    frame = read_table(TableReading(path=path), ["unused"])
+    assert list(frame.columns) == ["age", "workclass", "income"]
+    assert all(frame[column].dtype == object for column in frame.columns)
+    assert frame.to_dict("list") == {
+        "age": ["39", "50", "7"],
+        "workclass": ["State-gov", "NA", ""],
+        "income": ["<=50K", ">50K.", ""],
+    }
+
+
+def test_read_table_names_the_columns_of_a_headerless_csv(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text("1, a\n2, b\n")
+    frame = read_table(TableReading(path=path, header=False), ["number", "letter"])
+    assert frame.to_dict("list") == {"number": ["1", "2"], "letter": ["a", "b"]}
+
+
+def test_read_table_keeps_parquet_types(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"n": pa.array([1, 2], pa.int64()), "x": [0.5, 1.5], "s": ["a", None]}), path)
+    frame = read_table(TableReading(path=path, format="parquet"), ["ignored"])
+    assert frame["n"].dtype == "int64" and frame["x"].dtype == "float64" and frame["s"].dtype == object
+    assert frame["n"].tolist() == [1, 2] and frame["x"].tolist() == [0.5, 1.5] and frame["s"].tolist() == ["a", None]
+
+
+def test_read_table_errors_name_the_file(tmp_path: Path) -> None:
+    cases: list[tuple[Path, str, str]] = []
+    cases.append((tmp_path / "absent.csv", "csv", "file not found"))
+    cases.append((tmp_path, "csv", "is not a file"))
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    cases.append((empty, "csv", "empty file: no header and no rows"))
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b\n1,2\n3,4,5\n")
+    cases.append((ragged, "csv", "cannot be read as CSV: Error tokenizing data"))
+    undecodable = tmp_path / "latin.csv"
+    undecodable.write_bytes(b"a,b\n\xff\xfe,1\n")
+    cases.append((undecodable, "csv", "cannot be read as CSV: "))
+    not_parquet = tmp_path / "text.parquet"
+    not_parquet.write_text("a,b\n1,2\n")
+    cases.append((not_parquet, "parquet", "cannot be read as PARQUET: "))
+    for path, file_format, message in cases:
+        with pytest.raises(InputError) as caught:
+            read_table(TableReading(path=path, format=file_format), ["a", "b"])
+        assert_input_error(caught.value, path, message)
+
+
+def test_recode_maps_spellings_and_refuses_an_unknown_column(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    reading = TableReading(path=path, recode={"income": {">50K.": ">50K", "<=50K.": "<=50K"}})
+    frame = pd.DataFrame({"income": [">50K.", "<=50K", "<=50K.", ">50K"], "age": ["1", ">50K.", "3", "4"]})
+    recoded = apply_recode(frame, reading)
+    assert recoded["income"].tolist() == [">50K", "<=50K", "<=50K", ">50K"]
+    assert recoded["age"].tolist() == ["1", ">50K.", "3", "4"]
+    with pytest.raises(ConfigError) as caught:
+        apply_recode(pd.DataFrame({"age": ["1"]}), reading)
+    assert str(caught.value) == f"recode: column 'income' is not in {path}"
+
+
+def test_blank_text_is_missing_and_numbers_are_untouched() -> None:
+    frame = pd.DataFrame({"s": ["a", "", "   ", " b"], "n": [0, 1, 2, 3], "x": [0.0, float("nan"), 1.0, 2.0]})
+    result = as_missing(frame)
+    assert result["s"].tolist() == ["a", None, None, " b"]
+    assert result["n"].tolist() == [0, 1, 2, 3] and result["n"].dtype == "int64"
+    assert result["x"].isna().tolist() == [False, True, False, False]

@@ -1,0 +1,1 @@
+"""Unit tests of the contracts in ``schemas/``, one package per kind."""

@@ -1,1 +1,0 @@
-"""Review tests of the tabular kind's privacy mathematics (brief D)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``transforms/crowd`` (the crowd release kind's mathematics)."""

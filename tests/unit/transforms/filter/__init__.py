@@ -1,0 +1,1 @@
+"""Unit tests of ``transforms/filter`` (features, VAE, latent filters, privatization, accounting, evaluation)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``transforms/ldp`` (mechanisms, estimators, metrics, simulation)."""
