@@ -1,8 +1,9 @@
 """The ``privlake`` command line.
 
-Every command ends in one of three ways: success (exit 0), an expected failure printed as one
-line on standard error (exit 2, or 3 for a quarantined release), or an unexpected failure,
-also one line (exit 1; set ``PRIVLAKE_DEBUG=1`` for the traceback).
+Every command ends with an exit code of the scheduler contract (``pipelines/platform/errors.py``):
+0 success, 2 bad input or config, 3 quarantined, 4 refused by budget or policy, 5 nothing to
+release, 75 transient (retry), 1 a bug — every failure one line on standard error (set
+``PRIVLAKE_DEBUG=1`` for the traceback of a bug).
 """
 
 from __future__ import annotations
@@ -143,7 +144,10 @@ def _command_releases(args: argparse.Namespace) -> int:
 
 
 def _command_show(args: argparse.Namespace) -> int:
-    manifest = _manifest(_lake(args), args.release_id)
+    lake = _lake(args)
+    if args.internal:
+        return _show_internal(lake, args)
+    manifest = _manifest(lake, args.release_id)
     if args.json:
         print(json.dumps(manifest, default=str))
         return 0
@@ -154,6 +158,24 @@ def _command_show(args: argparse.Namespace) -> int:
                 *kind_keys, "engine", "input_fingerprint", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
     print(f"{'timings':20} " + ", ".join(f"{k} {v:.2f}s" for k, v in manifest.get("timings", {}).items()))
+    return 0
+
+
+def _show_internal(lake: Any, args: argparse.Namespace) -> int:
+    """The operator-only record of a release (``privlake.internal``): figures computed from raw data."""
+    from pipelines.platform.internal import OperatorRecords
+
+    records = OperatorRecords(lake).read(args.release_id)
+    if not records:
+        raise ReleaseNotFound(f"release {args.release_id!r} has no internal record in this lake")
+    latest = records[-1]
+    if args.json:
+        print(json.dumps(latest["record"], default=str))
+        return 0
+    print(f"{'release_id':28} {latest['release_id']}  (operator-only: computed from raw data, not covered by the guarantee)")
+    print(f"{'status':28} {latest['status']}")
+    for key, value in latest["record"].items():
+        print(f"{key:28} {json.dumps(value, default=str) if isinstance(value, dict | list) else value}")
     return 0
 
 
@@ -210,7 +232,13 @@ def _command_models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="privlake", description="Privacy-protected data releases into a lake.")
+    parser = argparse.ArgumentParser(
+        prog="privlake", description="Privacy-protected data releases into a lake.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 success (or already published), 2 bad input/config/arguments/lake path, "
+               "3 quarantined,\n4 refused by budget or policy, 5 nothing to release, 75 transient failure (retry), "
+               "1 a bug",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(
@@ -232,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("release_id")
     show.add_argument("--lake", required=True)
     show.add_argument("--json", action="store_true")
+    show.add_argument("--internal", action="store_true",
+                      help="the operator-only record (figures from raw data; not covered by the guarantee)")
     show.set_defaults(handler=_command_show)
 
     export = commands.add_parser("export", help="write a release's rows to a Parquet file")

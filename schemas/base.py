@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors; a loaded configuration is immutable."""
+    """Unknown keys are errors, and so are infinite and NaN numbers (``.inf`` for a budget or a
+    sensitivity cap would otherwise pass every ``gt`` check); a loaded configuration is immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Budget(StrictModel):

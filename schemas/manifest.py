@@ -13,7 +13,7 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
     "privacy_unit",
     "rows",
     "engine",
-    "input_fingerprint",
+    "guarantee",
     "config",
     "validation",
     "timings",
@@ -21,13 +21,31 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
 )
 
 KIND_MANIFEST_KEYS: dict[str, tuple[str, ...]] = {
-    "crowd": ("objects_released", "objects_suppressed"),
+    "crowd": ("objects_released", "objects_suppressed", "claims_per_object", "bandwidth"),
     "tabular": ("composition", "pass_rate", "candidate_attempts", "target_records", "network", "evaluation"),
     "filter": ("model_artifact_id", "epsilon_rdp", "choices", "encoder", "guarantee", "evaluation"),
     "ldp": ("estimator", "n", "mechanism_mix", "epsilon_distribution", "iterations", "converged", "catalog"),
 }
 
 REQUIRED_MANIFEST_KEYS: tuple[str, ...] = COMMON_MANIFEST_KEYS + KIND_MANIFEST_KEYS["crowd"]
+
+
+OPERATOR_ONLY_KEYS: tuple[str, ...] = (
+    "input_fingerprint", "evaluation", "pass_rate", "candidate_attempts", "attempts", "fallback_claims",
+    "capped_claims", "clipped_values", "clipped_to_value_range", "suppressed_reasons", "global_weights",
+    "input_rows", "input_rows_after_contribution_bound", "objects_short", "shortfall_claims",
+)
+"""Figures computed from raw data: they belong in the operator-only record
+(``pipelines/platform/internal.py``), never in a public manifest (crowd today; every kind once the
+accounting issue's split is done)."""
+
+
+def operator_keys_in(manifest: dict) -> list[str]:
+    """The operator-only keys a public manifest carries (empty when clean), at any depth of its
+    top level and of its ``validation`` section."""
+    found = [key for key in OPERATOR_ONLY_KEYS if key in manifest]
+    found += [f"validation.{key}" for key in ("input",) if key in manifest.get("validation", {})]
+    return found
 
 
 def missing_manifest_keys(manifest: dict) -> list[str]:

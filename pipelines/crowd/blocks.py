@@ -13,12 +13,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from transforms.crowd.bandwidth import object_bandwidths
-from transforms.crowd.baselines import uniform_weights
 from transforms.crowd.claims_block import ClaimsBlock, in_canonical_order
-from transforms.crowd.combined_weights import clip_weight_ratio, combined_weights
+from transforms.crowd.combined_weights import seed_weights
 from transforms.crowd.contribution_bound import bound_source_contributions
-from transforms.crowd.global_weights import SourceQuality, global_weights, source_loss_contributions
+from transforms.crowd.global_weights import SourceQuality, source_loss_contributions
 from transforms.crowd.local_weights import local_weights
 from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
 
@@ -33,11 +31,11 @@ def prepared_schema(input_schema: pa.Schema) -> pa.Schema:
     return input_schema.append(pa.field(BANDWIDTH, pa.float64(), nullable=False))
 
 
-def prepare_block(frame: pd.DataFrame, floor: float) -> pd.DataFrame:
-    """Claims in canonical order with their object's kernel bandwidth ``h_i`` (computed once,
-    used by every global-weights iteration and by the synthesis)."""
+def prepare_block(frame: pd.DataFrame, bandwidth: float) -> pd.DataFrame:
+    """Claims in canonical order with their object's kernel bandwidth ``h_i`` (the release's public
+    bandwidth; kept per claim so the later jobs read it with the claims)."""
     block = ClaimsBlock.from_frame(frame)
-    bandwidths = object_bandwidths(block, floor)
+    bandwidths = np.full(block.number_of_objects, float(bandwidth))
     return pd.DataFrame(
         {
             "object_id": np.repeat(block.object_ids, block.counts),
@@ -73,25 +71,20 @@ class SynthesisSide:
     local_tolerance: float
     local_max_iterations: int
     weight_ratio_cap: float
+    local_ratio_cap: float
     parameters: SynthesisParameters
     secret: bytes
     release_id: str
 
 
 def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSide) -> np.ndarray:
-    """The per-claim seed weights of the configured method (PrisCrowd: combined)."""
-    method = side.weights_method
-    if method == "uniform":
-        weights = uniform_weights(block)
-    elif method == "global":
-        weights = global_weights(block, side.source_quality)
-    else:
+    """The per-claim seed weights of the configured method, in the form the guarantee covers
+    (``transforms/crowd/combined_weights.py:seed_weights``)."""
+    local = None
+    if side.weights_method in ("combined", "local"):
         local = local_weights(block, bandwidths, side.local_tolerance, side.local_max_iterations).weights
-        if method == "local":
-            weights = local
-        else:
-            return combined_weights(block, local, side.source_quality.lookup(block.source_ids), side.weight_ratio_cap)
-    return clip_weight_ratio(weights, block.offsets, side.weight_ratio_cap)
+    return seed_weights(block, side.weights_method, local, side.source_quality.lookup(block.source_ids),
+                        side.weight_ratio_cap, side.local_ratio_cap)
 
 
 def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
@@ -117,6 +110,8 @@ def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
             "claims": objects["claims"].astype(np.int64),
             "released": objects["released"].astype(np.int64),
             "attempts": objects["attempts"].astype(np.int64),
+            "fallbacks": objects["fallbacks"].astype(np.int64),
+            "capped": objects["capped"].astype(np.int64),
             "suppressed": objects["suppressed"].astype(bool),
             "reason": objects["reason"].astype(str),
         }

@@ -49,7 +49,7 @@ from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, input_
 from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
 from pipelines.engines.arrow import write_group_files
 from pipelines.engines.base import Collection, Engine
-from pipelines.platform.errors import InputError, PrivlakeError
+from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -63,10 +63,14 @@ from schemas.crowd.tables import (
     synthetic_claims_schema,
 )
 from schemas.tables import ROW_NUMBER
+from transforms.crowd.bandwidth import PUBLIC_BANDWIDTH_METHODS, public_bandwidth
+from transforms.crowd.combined_weights import weight_bounds
 from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
-from transforms.crowd.global_weights import SourceQuality, iterate_source_quality
-from transforms.crowd.guarantee import crowd_guarantee
+from transforms.crowd.global_weights import PrivateSourceQuality, SourceQuality, iterate_source_quality
+from transforms.crowd.guarantee import CrowdMechanism, crowd_guarantee
+from transforms.crowd.release import WeightSettings
 from transforms.crowd.synthesis import SynthesisParameters
+from transforms.crowd.value_grid import ValueGrid
 
 CROWD_WORKER_MODULES = ("pipelines.crowd.blocks",)
 STAGED_ROW_GROUP_ROWS = 1 << 18
@@ -74,32 +78,86 @@ STAGED_ROW_GROUP_ROWS = 1 << 18
 several readers (Spark assigns byte ranges to tasks by row group)."""
 
 
+def synthesis_parameters(config: CrowdConfig) -> SynthesisParameters:
+    """The public synthesis parameters of a config."""
+    privacy, synthesis = config.privacy, config.synthesis
+    low, high = privacy.value_range
+    return SynthesisParameters(
+        claims_per_object=synthesis.claims_per_object,
+        k=privacy.k,
+        gamma=privacy.gamma,
+        epsilon0=privacy.epsilon0,
+        grid=ValueGrid(low, high, synthesis.precision),
+        fallback_probability=privacy.fallback_probability,
+        max_attempts_per_claim=config.max_attempts_per_claim,
+        batch_size=synthesis.effective_batch_size,
+        minimum_claims=privacy.min_claims_per_object or 0,
+    )
+
+
+def uses_global_weights(config: CrowdConfig) -> bool:
+    return config.weights.method in ("combined", "global")
+
+
+def mechanism_for(config: CrowdConfig) -> CrowdMechanism:
+    """The public description of the release the guarantee is computed for, from the config alone
+    (the smallest released object is the suppression floor, ``max(k, min_claims_per_object)``:
+    claims are not read yet)."""
+    privacy, weights = config.privacy, config.weights
+    ratio_cap, influence = weight_bounds(weights.method, privacy.weight_ratio_cap, weights.local_weights.ratio_cap)
+    iterations = weights.global_weights.iterations if uses_global_weights(config) else 0
+    return CrowdMechanism(
+        k=privacy.k,
+        gamma=privacy.gamma,
+        epsilon0=privacy.epsilon0,
+        weight_ratio_cap=ratio_cap,
+        local_influence=influence,
+        fallback_probability=privacy.fallback_probability,
+        claims_per_object=config.synthesis.claims_per_object,
+        max_attempts_per_claim=config.max_attempts_per_claim,
+        smallest_object=max(privacy.k, privacy.min_claims_per_object or 0),
+        global_iterations=iterations,
+        global_epsilon_per_iteration=weights.global_weights.epsilon / weights.global_weights.iterations if iterations else 0.0,
+        objects_per_source=privacy.max_objects_per_source if privacy.unit == "source" else None,
+    )
+
+
 def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
-    privacy = config.privacy
-    synthesis = config.synthesis
-    try:
-        return crowd_guarantee(
-            k=privacy.k,
-            gamma=privacy.gamma,
-            epsilon0=privacy.epsilon0,
-            weight_ratio_cap=privacy.weight_ratio_cap,
-            delta_target=privacy.delta,
-            t=privacy.t,
-            claims_per_object=synthesis.claims_per_object,
-            max_attempts_per_object=synthesis.effective_max_attempts,
-            max_objects_per_source=privacy.max_objects_per_source,
+    """The whole-release guarantee of a config (``transforms/crowd/guarantee.py``)."""
+    if config.synthesis.bandwidth.method not in PUBLIC_BANDWIDTH_METHODS:
+        raise ReleaseRefused(
+            "synthesis.bandwidth.method 'silverman' fits each object's claims, which the guarantee does not "
+            "cover: use 'fixed' or 'range' for a release (silverman is for evaluation in transforms only)"
         )
+    try:
+        return crowd_guarantee(mechanism_for(config), config.privacy.delta)
     except ValueError as error:
         raise PrivlakeError(f"privacy: {error}") from None
 
 
-def headline_guarantee(guarantee: dict[str, Any], unit: str) -> tuple[float, float, str]:
-    """(epsilon, delta, unit text) shown at the top of the manifest and charged to the ledger."""
-    if unit == "source":
-        per_source = guarantee["composition"]["per_source_per_test"]
-        bound = guarantee["composition"]["per_source_per_test"]["invocations"]
-        return per_source["epsilon"], per_source["delta"], f"one source (all its claims, at most {bound} objects)"
-    return guarantee["epsilon"], guarantee["delta"], guarantee["privacy_unit"]
+def reference_settings(config: CrowdConfig, largest_object: int) -> tuple[SynthesisParameters, float, WeightSettings]:
+    """The in-memory reference's settings for a config (``transforms/crowd/release.py``): the same
+    parameters, bandwidth and private source qualities as the engines' release (tests and benchmarks)."""
+    weights, privacy = config.weights, config.privacy
+    private = None
+    if uses_global_weights(config):
+        settings = weights.global_weights
+        private = PrivateSourceQuality(
+            iterations=settings.iterations, epsilon_per_iteration=settings.epsilon / settings.iterations,
+            largest_object=largest_object, secret=b"", release_id="",
+            objects_per_unit=privacy.max_objects_per_source if privacy.unit == "source" else 1,
+        )
+    return synthesis_parameters(config), release_bandwidth(config), WeightSettings(
+        method=weights.method, ratio_cap=privacy.weight_ratio_cap, local_ratio_cap=weights.local_weights.ratio_cap,
+        tolerance=weights.local_weights.tolerance, max_iterations=weights.local_weights.max_iterations,
+        private_global=private,
+    )
+
+
+def release_bandwidth(config: CrowdConfig) -> float:
+    settings, privacy = config.synthesis.bandwidth, config.privacy
+    low, high = privacy.value_range
+    return public_bandwidth(settings.method, low, high, config.synthesis.precision, settings.value, settings.fraction)
 
 
 def source_codes(source_ids: pd.Series) -> np.ndarray:
@@ -158,21 +216,20 @@ def evaluate_release(released: pd.DataFrame, raw_claims: pd.DataFrame, truth: pd
 
 @dataclass(frozen=True)
 class CrowdPlan:
-    """What a crowd release decides from its configuration alone: the guarantee and its headline."""
+    """What a crowd release decides from its configuration alone: the guarantee, the synthesis
+    parameters and the public bandwidth."""
 
     guarantee: dict[str, Any]
-    epsilon: float
-    delta: float
-    privacy_unit: str
+    parameters: SynthesisParameters
+    bandwidth: float
 
 
 def plan_release(context: ReleaseContext) -> CrowdPlan:
-    """The guarantee from the config, reserved in the ledger before the claims are read."""
+    """The whole-release guarantee from the config, reserved in the ledger before the claims are read."""
     config = context.config
     guarantee = guarantee_for(config)
-    epsilon, delta, privacy_unit = headline_guarantee(guarantee, config.privacy.unit)
-    context.reserve(epsilon, delta, config.privacy.budget)
-    return CrowdPlan(guarantee, epsilon, delta, privacy_unit)
+    context.reserve(guarantee["epsilon"], guarantee["delta"], config.privacy.budget)
+    return CrowdPlan(guarantee, synthesis_parameters(config), release_bandwidth(config))
 
 
 @dataclass(frozen=True)
@@ -187,6 +244,8 @@ class PreparedInput:
     rows: int
     truth: pd.Series | None
     raw_for_evaluation: pd.DataFrame | None
+    clipped: int
+    largest_object: int
 
 
 def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
@@ -206,24 +265,25 @@ def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
         if not input_validation.success:
             raise PrivlakeError(input_validation.issues[0].line())
         claims = apply_duplicates_policy(claims, settings.duplicates)
+        claims, clipped = clip_to_public_range(claims, config)
     object_type = arrow_id_type(claims["object_id"])
     truth = _read_truth(config, object_type)
     claims["source_id"] = source_codes(claims["source_id"])
     input_schema = claims_schema(object_type, pa.int64())
-    k = config.privacy.k
+    k = max(config.privacy.k, config.privacy.min_claims_per_object or 0)
     claims_per_object = claims.groupby("object_id", sort=False).size()
     if settings.small_objects == "reject" and (claims_per_object < k).any():
         small = claims_per_object[claims_per_object < k].index[0]
         first_row = int(claims.loc[claims["object_id"] == small, ROW_NUMBER].iloc[0])
         raise InputError(
             str(settings.path),
-            f"object {small!r} has {int(claims_per_object[small])} claims, fewer than k={k} "
+            f"object {small!r} has {int(claims_per_object[small])} claims, fewer than the minimum {k} "
             "(input.small_objects is 'reject')",
             row=first_row,
             column=settings.columns.object_id,
         )
     if int((claims_per_object >= k).sum()) == 0:
-        raise InputError(str(settings.path), f"no object has at least k={k} claims: nothing could be released")
+        raise InputError(str(settings.path), f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
     return PreparedInput(
         claims=pa.Table.from_pandas(claims[list(input_schema.names)], schema=input_schema, preserve_index=False),
         staging=context.staging,
@@ -233,7 +293,23 @@ def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
         rows=len(claims),
         truth=truth,
         raw_for_evaluation=claims[["object_id", "value"]] if truth is not None else None,
+        clipped=clipped,
+        largest_object=int(claims_per_object.max()),
     )
+
+
+def clip_to_public_range(claims: pd.DataFrame, config: CrowdConfig) -> tuple[pd.DataFrame, int]:
+    """Claims clipped into ``privacy.value_range`` (and how many were outside), or, with
+    ``out_of_range: reject``, an error naming the first one's row and column (not its value)."""
+    low, high = config.privacy.value_range
+    outside = (claims["value"] < low) | (claims["value"] > high)
+    count = int(outside.sum())
+    if count and config.privacy.out_of_range == "reject":
+        row = int(claims.loc[outside, ROW_NUMBER].iloc[0]) if ROW_NUMBER in claims.columns else None
+        raise InputError(str(config.input.path), f"a value lies outside privacy.value_range [{low}, {high}] "
+                         f"({count} claims do; privacy.out_of_range is 'reject')", row=row,
+                         column=config.input.columns.value)
+    return claims.assign(value=claims["value"].clip(low, high)), count
 
 
 @dataclass(frozen=True)
@@ -266,9 +342,10 @@ def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engin
             object_files = write_group_files(prepared.claims, "object_id", staging / "input", engine.parallelism)
             claims = engine.read_groups(object_files, "object_id", input_schema)
     with timer.stage("prepare objects"):
-        floor = context.config.synthesis.effective_bandwidth_floor
         schema = prepared_schema(input_schema)
-        prepared_claims = engine.map_groups(claims, "object_id", prepare_block, schema, side=floor, keeps_groups=True)
+        prepared_claims = engine.map_groups(
+            claims, "object_id", prepare_block, schema, side=release_bandwidth(context.config), keeps_groups=True
+        )
         prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", schema)
         if bounded_rows is not None:
             engine.unpersist(claims)
@@ -277,15 +354,23 @@ def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engin
 
 
 def global_source_quality(
-    context: ReleaseContext, staged: StagedClaims, source_type: pa.DataType, engine: Engine
-) -> tuple[SourceQuality, int, bool]:
-    """Step 5: the global source qualities ``g_s`` (uniform for the methods that do not use them),
-    the iterations run and whether they converged."""
-    weights_config = context.config.weights
-    if weights_config.method not in ("combined", "global"):
-        return SourceQuality.uniform(), 0, True
-    control = weights_config.global_weights
-    loss_schema = source_loss_schema(source_type)
+    context: ReleaseContext, staged: StagedClaims, prepared: PreparedInput, engine: Engine
+) -> tuple[SourceQuality, int]:
+    """Step 5: the private source qualities ``g_s`` (uniform for the methods that do not use them)
+    and the iterations run."""
+    config = context.config
+    if not uses_global_weights(config):
+        return SourceQuality.uniform(), 0
+    settings = config.weights.global_weights
+    private = PrivateSourceQuality(
+        iterations=settings.iterations,
+        epsilon_per_iteration=settings.epsilon / settings.iterations,
+        largest_object=prepared.largest_object,
+        secret=context.secret,
+        release_id=context.release_id,
+        objects_per_unit=config.privacy.max_objects_per_source if config.privacy.unit == "source" else 1,
+    )
+    loss_schema = source_loss_schema(prepared.input_schema.field("source_id").type)
 
     def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
         contributions = engine.map_groups(
@@ -294,35 +379,27 @@ def global_source_quality(
         return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
 
     with context.timer.stage("global weights"):
-        return iterate_source_quality(
-            source_loss_sums,
-            control.tolerance,
-            control.max_iterations,
+        quality, iterations, _ = iterate_source_quality(
+            source_loss_sums, 0.0, settings.iterations,
             on_iteration=lambda iteration: context.timer.report(f"global weights, iteration {iteration}"),
+            private=private,
         )
+    return quality, iterations
 
 
-def synthesis_side(context: ReleaseContext, quality: SourceQuality) -> SynthesisSide:
+def synthesis_side(context: ReleaseContext, plan: CrowdPlan, quality: SourceQuality) -> SynthesisSide:
     """What every synthesis worker needs: the source qualities, the weighting, the public
     synthesis parameters and the keyed streams' secret."""
     config = context.config
-    privacy, synthesis, weights_config = config.privacy, config.synthesis, config.weights
-    parameters = SynthesisParameters(
-        claims_per_object=synthesis.claims_per_object,
-        k=privacy.k,
-        gamma=privacy.gamma,
-        epsilon0=privacy.epsilon0,
-        precision=synthesis.precision,
-        max_attempts_per_object=synthesis.effective_max_attempts,
-        batch_size=synthesis.effective_batch_size,
-    )
+    weights = config.weights
     return SynthesisSide(
         source_quality=quality,
-        weights_method=weights_config.method,
-        local_tolerance=weights_config.local_weights.tolerance,
-        local_max_iterations=weights_config.local_weights.max_iterations,
-        weight_ratio_cap=privacy.weight_ratio_cap,
-        parameters=parameters,
+        weights_method=weights.method,
+        local_tolerance=weights.local_weights.tolerance,
+        local_max_iterations=weights.local_weights.max_iterations,
+        weight_ratio_cap=config.privacy.weight_ratio_cap,
+        local_ratio_cap=weights.local_weights.ratio_cap,
+        parameters=plan.parameters,
         secret=context.secret,
         release_id=context.release_id,
     )
@@ -333,14 +410,13 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     config, timer = context.config, context.timer
     synthesis = config.synthesis
     object_type = prepared.input_schema.field("object_id").type
-    source_type = prepared.input_schema.field("source_id").type
     staged = stage_claims(context, prepared, engine)
-    quality, iterations, converged = global_source_quality(context, staged, source_type, engine)
+    quality, iterations = global_source_quality(context, staged, prepared, engine)
     output_schema = synthetic_claims_schema(object_type)
     outcome_schema = synthesis_outcome_schema(object_type)
     with timer.stage("synthesize"):
         outcome = engine.map_groups(staged.claims, "object_id", synthesis_block, outcome_schema,
-                                    side=synthesis_side(context, quality), keeps_groups=True)
+                                    side=synthesis_side(context, plan, quality), keeps_groups=True)
         outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
         outcome = engine.read_groups(outcome_files, "object_id", outcome_schema)
         summary = engine.collect(engine.map_batches(outcome, summary_rows, outcome_schema))
@@ -373,33 +449,42 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
 
     suppressed = summary[summary["suppressed"]]
     released_objects = summary[~summary["suppressed"]]
-    shortfall = released_objects[released_objects["released"] < synthesis.claims_per_object]
     attempts = int(released_objects["attempts"].sum())
+    guarantee = plan.guarantee
     manifest: dict[str, Any] = {
         **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
-        "epsilon": plan.epsilon,
-        "delta": plan.delta,
-        "privacy_unit": plan.privacy_unit,
-        "guarantee": plan.guarantee,
+        "epsilon": guarantee["epsilon"],
+        "delta": guarantee["delta"],
+        "privacy_unit": guarantee["privacy_unit"],
+        "guarantee": guarantee,
         "rows": int(len(released_frame)),
-        "objects_released": int((released_objects["released"] > 0).sum()),
+        "objects_released": int(len(released_objects)),
         "objects_suppressed": int(len(suppressed)),
-        "suppressed_reasons": {str(k): int(v) for k, v in suppressed["reason"].value_counts().items()},
-        "objects_short": int(len(shortfall)),
-        "shortfall_claims": int((synthesis.claims_per_object - shortfall["released"]).sum()),
-        "candidate_attempts": attempts,
-        "pass_rate": (float(released_objects["released"].sum()) / attempts) if attempts else None,
-        "global_weights": {"iterations": iterations, "converged": bool(converged), "sources": int(len(quality.source_ids))},
+        "claims_per_object": synthesis.claims_per_object,
+        "bandwidth": plan.bandwidth,
         "engine": engine.name,
+        "validation": {"output": output_validation.to_json()},
+        **context.manifest_provenance(),
+    }
+    internal = {
+        "note": "computed from the raw claims: operator figures outside the release's guarantee",
         "input_fingerprint": prepared.fingerprint,
         "input_rows": prepared.rows,
         "input_rows_after_contribution_bound": staged.bounded_rows,
-        "validation": {"input": prepared.validation.to_json(), "output": output_validation.to_json()},
+        "clipped_to_value_range": prepared.clipped,
+        "largest_object": prepared.largest_object,
+        "suppressed_reasons": {str(k): int(v) for k, v in suppressed["reason"].value_counts().items()},
+        "candidate_attempts": attempts,
+        "pass_rate": (float(released_objects["released"].sum()) / attempts) if attempts else None,
+        "fallback_claims": int(released_objects["fallbacks"].sum()),
+        "capped_claims": int(released_objects["capped"].sum()),
+        "global_weights": {"iterations": iterations, "sources": int(len(quality.source_ids))},
+        "validation": {"input": prepared.validation.to_json()},
         "evaluation": evaluation,
-        **context.manifest_provenance(),
     }
-    return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line())
+    return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line(),
+                         internal)
 
 
 def summary_line(manifest: dict[str, Any]) -> str:

@@ -73,6 +73,10 @@ class EngineError(RuntimeError):
     """An engine could not start or run (e.g. an unreachable Spark master)."""
 
 
+class EngineUnreachable(EngineError):
+    """The engine's cluster did not answer: a transient failure, a retry may succeed."""
+
+
 class Engine(ABC):
     name: ClassVar[str]
     parallelism: int

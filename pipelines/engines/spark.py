@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import arrow
-from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
+from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError, EngineUnreachable
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
 DRIVER_MERGE_MAX_FILES = 64
@@ -110,7 +110,7 @@ def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_
                 return
         except OSError as error:
             reasons.append(f"{host}:{port}: {error.strerror or error}")
-    raise EngineError(
+    raise EngineUnreachable(
         f"cannot reach the Spark master {master} ({'; '.join(reasons)}); is the cluster running?"
     )
 

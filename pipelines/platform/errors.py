@@ -1,4 +1,17 @@
-"""Errors that end a command with one clear line and a non-zero exit (never a traceback)."""
+"""Errors that end a command with one clear line and a non-zero exit (never a traceback).
+
+The exit codes are the scheduler contract (``privlake --help``, ``README.md``):
+
+| code | meaning |
+|---|---|
+| 0 | success (also: the release id is already published) |
+| 2 | bad input, bad config, bad arguments, unusable lake path |
+| 3 | the output failed validation and was quarantined |
+| 4 | refused by budget or policy |
+| 5 | nothing to release |
+| 75 | transient infrastructure failure: a retry may succeed |
+| 1 | a bug (one line; ``PRIVLAKE_DEBUG=1`` for the traceback) |
+"""
 
 from __future__ import annotations
 
@@ -37,7 +50,23 @@ class ReleaseNotFound(PrivlakeError):
 
 
 class ReleaseRefused(PrivlakeError):
-    """The release was refused before touching the data (e.g. the budget would be exceeded)."""
+    """The release was refused by budget or policy before touching the data (the budget would be
+    exceeded, the dataset has none, a test secret in a production lake, a non-private setting)."""
+
+    exit_code = 4
+
+
+class NothingToRelease(PrivlakeError):
+    """The release would publish no rows (e.g. no record passed the privacy test)."""
+
+    exit_code = 5
+
+
+class TransientFailure(PrivlakeError):
+    """Infrastructure that may come back: an unreachable master or catalog, lost storage, a full
+    disk. A scheduler may retry."""
+
+    exit_code = 75
 
 
 class ReleaseQuarantined(PrivlakeError):

@@ -33,9 +33,10 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.engines import make_engine
-from pipelines.engines.base import Engine, EngineError
-from pipelines.platform.errors import PrivlakeError, ReleaseQuarantined, ReleaseRefused
+from pipelines.engines.base import Engine, EngineError, EngineUnreachable
+from pipelines.platform.errors import PrivlakeError, ReleaseQuarantined, ReleaseRefused, TransientFailure
 from pipelines.platform.ids import check_release_id, new_release_id
+from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
 from pipelines.platform.ledger import BudgetExceeded, PrivacyLedger
 from schemas.base import Budget, EngineSettings
@@ -124,6 +125,8 @@ def start_engine(chosen: str, options: dict[str, Any], worker_modules: Sequence[
     """Start the engine and warm its workers up with the release kind's worker-module imports."""
     try:
         engine = make_engine(chosen, **options)
+    except EngineUnreachable as error:
+        raise TransientFailure(str(error)) from None
     except EngineError as error:
         raise PrivlakeError(str(error)) from None
     try:
@@ -250,13 +253,15 @@ class ReleaseContext:
 @dataclass(frozen=True)
 class ReleaseResult:
     """What a kind's ``run_on_engine`` hands back: the staged data files and their schema, the
-    manifest, and the output validation's verdict (with its first issue when it failed)."""
+    public manifest, the output validation's verdict (with its first issue when it failed), and the
+    operator-only record (``pipelines/platform/internal.py``: figures computed from raw data)."""
 
     files: list[Path]
     schema: pa.Schema
     manifest: dict[str, Any]
     output_valid: bool
     first_issue: str | None
+    internal: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,10 +336,13 @@ def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOut
     failed validation, quarantine them, give the budget back and raise ``ReleaseQuarantined``
     naming the first issue. Staging is discarded after publishing."""
     lake, release_id, timer, manifest = context.lake, context.release_id, context.timer, result.manifest
+    records = OperatorRecords(lake)
     if not result.output_valid:
         manifest["timings"] = dict(timer.timings)
         lake.quarantine(release_id, result.files, manifest)
         context.refund()
+        records.record(release_id, context.config.dataset, context.kind, "quarantined",
+                       {**result.internal, "timings": dict(timer.timings)})
         raise ReleaseQuarantined(
             f"release {release_id} failed output validation and was quarantined: {result.first_issue or 'see manifest'}"
         )
@@ -342,5 +350,8 @@ def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOut
         manifest["timings"] = dict(timer.timings)
         lake.publish(release_id, context.kind, result.files, result.schema, manifest)
     manifest["timings"] = dict(timer.timings)
+    if result.internal:
+        records.record(release_id, context.config.dataset, context.kind, "published",
+                       {**result.internal, "timings": dict(timer.timings)})
     lake.discard_staging(release_id)
     return ReleaseOutcome(release_id, "published", manifest)

@@ -7,10 +7,11 @@ computed from them never depends on the data.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from schemas.base import Budget, EngineSettings, StrictModel
 
@@ -40,66 +41,105 @@ class CrowdInput(StrictModel):
 
 
 class CrowdPrivacy(StrictModel):
-    k: int = Field(ge=1, description="plausible-deniability threshold: claims that must be indistinguishable")
+    """The public parameters of the guarantee (``docs/PRIVACY.md``, "Crowd")."""
+
+    k: int = Field(ge=2, description="plausible-deniability threshold: claims that must be indistinguishable")
     gamma: float = Field(gt=1, description="indistinguishability factor of the privacy test")
-    epsilon0: float = Field(gt=0, description="scale of the randomized threshold k + Lap(1/epsilon0)")
-    delta: float | None = Field(None, gt=0, lt=1, description="target delta; t is chosen from it")
-    t: int | None = Field(None, ge=1, description="the t of Theorem 2, instead of a delta target")
-    weight_ratio_cap: float = Field(gt=1, description="public bound R on max/min combined weight per object")
+    epsilon0: float = Field(gt=0, le=50, description="scale of the randomized threshold k + Lap(1/epsilon0)")
+    delta: float = Field(gt=0, lt=1, description="the whole release's delta; epsilon is computed for it")
+    weight_ratio_cap: float = Field(ge=1, le=1e6, description="public bound R on max/min seed weight per object")
+    value_range: tuple[float, float] = Field(
+        description="the public range [low, high] of claim values; both multiples of synthesis.precision"
+    )
+    out_of_range: Literal["clip", "reject"] = Field(
+        "clip", description="claims outside value_range: clip them into it (counted for the operator) or reject the input"
+    )
+    fallback_probability: float = Field(
+        0.05, gt=0, lt=1,
+        description="q0: each attempt passes with a uniform draw on the public grid with this probability",
+    )
+    min_claims_per_object: int | None = Field(
+        None, ge=2, le=1_000_000,
+        description="objects with fewer claims are suppressed (default k); a floor above k tightens the guarantee",
+    )
     unit: Literal["claim", "source"] = "claim"
     max_objects_per_source: int | None = Field(
-        None, ge=1, description="contribution bound L: objects kept per source (source-level unit)"
+        None, ge=1, le=1_000_000, description="contribution bound L: objects kept per source (source-level unit)"
     )
     budget: Budget | None = None
 
     @model_validator(mode="after")
-    def _t_or_delta(self) -> CrowdPrivacy:
-        if (self.delta is None) == (self.t is None):
-            raise ValueError("give exactly one of privacy.delta (target) and privacy.t")
-        if self.t is not None and self.t >= self.k:
-            raise ValueError(f"privacy.t must be smaller than privacy.k (t={self.t}, k={self.k})")
+    def _consistent(self) -> CrowdPrivacy:
+        low, high = self.value_range
+        if not (math.isfinite(low) and math.isfinite(high) and high > low):
+            raise ValueError("privacy.value_range must be two finite numbers with low < high")
+        if abs(self.fallback_probability * 1_000_000 - round(self.fallback_probability * 1_000_000)) > 1e-6:
+            raise ValueError("privacy.fallback_probability must be a multiple of 1e-6")
         if self.unit == "source" and self.max_objects_per_source is None:
             raise ValueError("privacy.unit 'source' needs privacy.max_objects_per_source")
         return self
 
 
-class IterationControl(StrictModel):
+class GlobalWeightsSettings(StrictModel):
+    """The private source qualities: ``iterations`` noisy updates sharing ``epsilon``."""
+
+    epsilon: float = Field(1.0, gt=0, le=100, description="total epsilon of the source qualities (all iterations)")
+    iterations: int = Field(3, ge=1, le=100)
+
+
+class LocalWeightsSettings(StrictModel):
     tolerance: float = Field(1e-6, gt=0)
-    max_iterations: int = Field(100, ge=1)
+    max_iterations: int = Field(100, ge=1, le=10_000)
+    ratio_cap: float = Field(
+        2.0, ge=1, description="R_l: max/min of the local factor per object (combined weights; at most weight_ratio_cap)"
+    )
 
 
 class CrowdWeights(StrictModel):
     method: Literal["combined", "global", "local", "uniform"] = Field(
         "combined", description="combined is PrisCrowd; the others are the evaluation's ablations"
     )
-    global_weights: IterationControl = Field(IterationControl(), alias="global")
-    local_weights: IterationControl = Field(IterationControl(), alias="local")
+    global_weights: GlobalWeightsSettings = Field(GlobalWeightsSettings(), alias="global")
+    local_weights: LocalWeightsSettings = Field(LocalWeightsSettings(), alias="local")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = StrictModel.model_config | {"populate_by_name": True}
+
+
+class BandwidthSettings(StrictModel):
+    """The kernel bandwidth, public: ``fixed`` (``value``) or ``range`` (``fraction`` of the value
+    range). ``silverman`` fits each object's claims — not private: refused for a release."""
+
+    method: Literal["fixed", "range", "silverman"] = "range"
+    value: float | None = Field(None, gt=0)
+    fraction: float = Field(0.05, gt=0, le=1)
+    floor: float | None = Field(None, gt=0, description="silverman only: the smallest bandwidth (default: precision)")
+
+    @model_validator(mode="after")
+    def _value_for_fixed(self) -> BandwidthSettings:
+        if self.method == "fixed" and self.value is None:
+            raise ValueError("synthesis.bandwidth.value is required with method 'fixed'")
+        return self
 
 
 class CrowdSynthesis(StrictModel):
-    claims_per_object: int = Field(ge=1, description="m: synthetic claims released per object")
+    claims_per_object: int = Field(ge=1, le=10_000, description="m: synthetic claims released per object")
     precision: float = Field(0.01, gt=0, description="released values are multiples of this")
-    bandwidth_floor: float | None = Field(
-        None, gt=0, description="smallest kernel bandwidth; default: the precision"
+    bandwidth: BandwidthSettings = BandwidthSettings()
+    max_attempts_per_claim: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="T: attempts per claim slot; default the least with (1 - q0)^T <= 1e-9 q0",
     )
-    max_attempts_per_object: int | None = Field(
-        None, ge=1, description="attempt cap per object; default 50 x claims_per_object"
-    )
-    batch_size: int | None = Field(None, ge=1, description="candidates drawn per round; default 2 x m")
-
-    @property
-    def effective_bandwidth_floor(self) -> float:
-        return self.bandwidth_floor if self.bandwidth_floor is not None else self.precision
-
-    @property
-    def effective_max_attempts(self) -> int:
-        return self.max_attempts_per_object or 50 * self.claims_per_object
+    batch_size: int | None = Field(None, ge=1, le=100_000, description="candidates drawn per round; default 2 x m")
 
     @property
     def effective_batch_size(self) -> int:
-        return self.batch_size or 2 * self.claims_per_object
+        return self.batch_size or min(2 * self.claims_per_object, 100_000)
+
+
+def default_attempts_per_claim(fallback_probability: float) -> int:
+    """The least ``T`` with ``(1 − q0)^T ≤ 10⁻⁹ q0``: a slot then reaches its cap so rarely that
+    the cap's term in the guarantee is negligible."""
+    return max(1, math.ceil(math.log(1e-9 * fallback_probability) / math.log1p(-fallback_probability)))
 
 
 class CrowdEvaluation(StrictModel):
@@ -119,6 +159,23 @@ class CrowdConfig(StrictModel):
     weights: CrowdWeights = CrowdWeights()
     engine: EngineSettings = EngineSettings()
     evaluation: CrowdEvaluation = CrowdEvaluation()
+
+    @model_validator(mode="after")
+    def _range_on_the_grid(self) -> CrowdConfig:
+        precision = self.synthesis.precision
+        for name, bound in zip(("low", "high"), self.privacy.value_range, strict=True):
+            steps = bound / precision
+            if abs(steps - round(steps)) > 1e-9 * max(1.0, abs(steps)):
+                raise ValueError(f"privacy.value_range: {name} ({bound}) must be a multiple of synthesis.precision ({precision})")
+        if (high_low := self.privacy.value_range[1] - self.privacy.value_range[0]) / precision > 2**40:
+            raise ValueError(f"privacy.value_range: at most 2^40 values of synthesis.precision (got {high_low / precision:.3g})")
+        if self.weights.method == "combined" and self.weights.local_weights.ratio_cap > self.privacy.weight_ratio_cap:
+            raise ValueError("weights.local.ratio_cap must not exceed privacy.weight_ratio_cap")
+        return self
+
+    @property
+    def max_attempts_per_claim(self) -> int:
+        return self.synthesis.max_attempts_per_claim or default_attempts_per_claim(self.privacy.fallback_probability)
 
     @field_validator("lake", mode="before")
     @classmethod

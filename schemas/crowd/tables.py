@@ -31,8 +31,8 @@ def synthesis_outcome_schema(object_id_type: pa.DataType) -> pa.Schema:
     """What one synthesis pass returns per object: its released claims and one summary row.
 
     ``claim_index >= 0`` rows are synthetic claims; the row with ``claim_index == -1`` is the
-    object's summary (input claim count, released, attempts, suppression reason). Summary rows
-    never leave the driver.
+    object's summary (input claim count, released, attempts, fallback and capped slots,
+    suppression reason). Summary rows never leave the driver (operator figures).
     """
     return pa.schema(
         [
@@ -42,6 +42,8 @@ def synthesis_outcome_schema(object_id_type: pa.DataType) -> pa.Schema:
             pa.field("claims", pa.int64()),
             pa.field("released", pa.int64()),
             pa.field("attempts", pa.int64()),
+            pa.field("fallbacks", pa.int64()),
+            pa.field("capped", pa.int64()),
             pa.field("suppressed", pa.bool_()),
             pa.field("reason", pa.string()),
         ]

@@ -49,8 +49,9 @@ def write_config(directory: Path, input_path: Path, lake: Path, **overrides: obj
             "format": "csv",
             "columns": {"object_id": "question", "source_id": "worker", "value": "answer"},
         },
-        "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 2.0, "delta": 0.01, "weight_ratio_cap": 4.0},
-        "synthesis": {"claims_per_object": 5, "precision": 0.01},
+        "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
+                    "value_range": [-100.0, 200.0]},
+        "synthesis": {"claims_per_object": 5, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 3.0}},
         "engine": {"name": "local"},
     }
     for dotted, value in overrides.items():

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.crowd.pipeline import run_crowd_release
+from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake
 from schemas.crowd.config import CrowdConfig
 from transforms.crowd.sample_data import generate_sample_crowd_data
@@ -41,8 +42,9 @@ def conformance_config(input_path: Path, lake: Path, **privacy: Any) -> dict[str
         "dataset": "conformance",
         "lake": str(lake),
         "input": {"path": str(input_path), "format": "csv"},
-        "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 2.0, "delta": 0.01, "weight_ratio_cap": 4.0, **privacy},
-        "synthesis": {"claims_per_object": 6, "precision": 0.01},
+        "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
+                    "value_range": [0.0, 100.0], **privacy},
+        "synthesis": {"claims_per_object": 6, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
     }
 
 
@@ -53,11 +55,10 @@ def release_on_engine(engine: Any, config: dict[str, Any], release_id: str) -> d
     rows = Lake(config["lake"]).read_release(release_id).to_pandas()
     rows = rows.sort_values(["object_id", "claim_index"], ignore_index=True)
     manifest = outcome.manifest
-    figures = {
-        key: manifest[key]
-        for key in ("rows", "objects_released", "objects_suppressed", "suppressed_reasons", "epsilon", "delta",
-                    "candidate_attempts", "global_weights", "input_rows_after_contribution_bound")
-    }
+    internal = OperatorRecords(Lake(config["lake"])).read(release_id)[-1]["record"]
+    figures = {key: manifest[key] for key in ("rows", "objects_released", "objects_suppressed", "epsilon", "delta")}
+    figures.update({key: internal[key] for key in ("suppressed_reasons", "candidate_attempts", "fallback_claims",
+                                                   "global_weights", "input_rows_after_contribution_bound")})
     return {"rows": rows, "figures": figures, "engine": manifest["engine"]}
 
 

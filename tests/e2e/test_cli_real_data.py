@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from schemas.manifest import missing_manifest_keys
+from schemas.manifest import missing_manifest_keys, operator_keys_in
 
 PROJECT = Path(__file__).resolve().parents[2]
 PRIVLAKE = Path(sys.executable).parent / "privlake"
@@ -70,7 +70,11 @@ def test_example_release_end_to_end(tmp_path: Path, example: str, truth_file: st
     per_object = claims.groupby(object_column).size()
     assert set(rows["object_id"]) <= set(per_object[per_object >= config["privacy"]["k"]].index)
     assert manifest["objects_released"] == rows["object_id"].nunique()
-    assert manifest["evaluation"]["truth_objects"] > 0
+    assert rows.groupby("object_id").size().eq(m).all(), "every released object has exactly m claims"
+    assert operator_keys_in(manifest) == []
+    internal = privlake("show", "e2e-1", "--lake", str(lake), "--internal", "--json")
+    assert internal.returncode == 0, internal.stderr
+    assert json.loads(internal.stdout)["evaluation"]["truth_objects"] > 0
     truth = pd.read_csv(PROJECT.parent / "shared" / "datasets" / truth_file)
     assert set(truth[truth_id]) & set(rows["object_id"])
 
@@ -103,8 +107,9 @@ def test_bad_input_on_spark_is_one_line_on_stderr(tmp_path: Path) -> None:
         "dataset": "bad",
         "lake": str(tmp_path / "lake"),
         "input": {"path": str(data), "columns": {"object_id": "question", "source_id": "worker", "value": "answer"}},
-        "privacy": {"k": 2, "gamma": 4.0, "epsilon0": 2.0, "t": 1, "weight_ratio_cap": 4.0},
-        "synthesis": {"claims_per_object": 5},
+        "privacy": {"k": 2, "gamma": 4.0, "epsilon0": 14.0, "delta": 0.01, "weight_ratio_cap": 4.0,
+                    "value_range": [0.0, 10.0]},
+        "synthesis": {"claims_per_object": 5, "bandwidth": {"method": "fixed", "value": 1.0}},
     }
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))

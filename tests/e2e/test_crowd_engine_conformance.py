@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipelines.crowd.pipeline import reference_settings
 from pipelines.engines import make_engine
+from schemas.crowd.config import CrowdConfig
 from tests.e2e.crowd_cases import (
     CONFORMANCE_SECRET_HEX,
     assert_same_release,
@@ -18,7 +20,6 @@ from tests.e2e.crowd_cases import (
     release_on_engine,
 )
 from transforms.crowd.release import synthesize_in_memory
-from transforms.crowd.synthesis import SynthesisParameters
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +56,12 @@ def test_engines_publish_the_identical_release(releases: dict, engine: str) -> N
 @pytest.mark.spark
 def test_release_equals_the_in_memory_reference(releases: dict) -> None:
     claims = conformance_claims()
-    parameters = SynthesisParameters(
-        claims_per_object=6, k=4, gamma=4.0, epsilon0=2.0, precision=0.01, max_attempts_per_object=300, batch_size=12
-    )
+    config = CrowdConfig.model_validate(conformance_config(Path("unused.csv"), Path("unused")))
+    largest = int(claims.groupby("object_id").size().max())
+    parameters, bandwidth, weights = reference_settings(config, largest)
     _, result = synthesize_in_memory(
         claims, parameters, secret=bytes.fromhex(CONFORMANCE_SECRET_HEX), release_id="conformance-1",
-        bandwidth_floor=0.01, weight_ratio_cap=4.0,
+        bandwidth=bandwidth, weights=weights,
     )
     reference = result.claims.sort_values(["object_id", "claim_index"], ignore_index=True)
     released = releases["local"]["rows"]
@@ -71,7 +72,7 @@ def test_release_equals_the_in_memory_reference(releases: dict) -> None:
     assert suppressed == {"tiny-a"}
     assert not set(released["object_id"]) & suppressed
     same = released.loc[released["object_id"] == "same", "value"]
-    assert len(same) == 6 and (same - 42.0).abs().max() < 0.1
+    assert len(same) == 6 and ((same - 42.0).abs() < 4 * bandwidth).sum() >= 4
 
 
 def test_a_different_secret_gives_a_different_release(claims_file: Path, tmp_path: Path, monkeypatch) -> None:
@@ -94,7 +95,8 @@ def test_source_level_unit_with_contribution_bound_agrees_on_every_engine(
 ) -> None:
     results = {}
     for name in ("local", "spark", "beam"):
-        config = conformance_config(claims_file, tmp_path / name, unit="source", max_objects_per_source=5)
+        config = conformance_config(claims_file, tmp_path / name, unit="source", max_objects_per_source=5,
+                                   epsilon0=6.0)
         with engine_for(name, spark_session) as engine:
             results[name] = release_on_engine(engine, config, "conformance-source")
     assert_same_release(results["local"], results["spark"])

@@ -316,7 +316,7 @@ def test_budget_is_refused_before_any_record_is_read(trained_case, capsys: pytes
     parsed = load_config(config)
     Path(parsed.input.path).unlink()
     code, error = run_cli(config, capsys)
-    assert code == 2 and "privacy budget of dataset 'people' exceeded" in error, error
+    assert code == 4 and "privacy budget of dataset 'people' exceeded" in error, error
 
 
 def test_derived_labels_by_groups_and_threshold(trained_case) -> None:
@@ -339,7 +339,7 @@ def test_without_caps_the_budget_is_checked_after_training_and_refused_cleanly(
     uncapped = [{"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0, "max_sensitivity": None}]
     config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e-3, "delta": 1e-3}})
     code, error = run_cli(config, capsys)
-    assert code == 2 and "privacy budget of dataset 'people' exceeded" in error, error
+    assert code == 4 and "privacy budget of dataset 'people' exceeded" in error, error
     config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e9, "delta": 0.5}},
                           evaluation={"enabled": False})
     manifest = run_filter_release(load_config(config), release_id="charged").manifest

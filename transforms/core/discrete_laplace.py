@@ -42,7 +42,7 @@ def discrete_laplace_scale(epsilon: float, sensitivity: int) -> Fraction:
     return Fraction(math.ceil(exact * SCALE_DENOMINATOR), SCALE_DENOMINATOR)
 
 
-def _bernoulli_exp_minus_fraction(
+def bernoulli_exp_minus_fraction(
     numerators: np.ndarray, denominator: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Bernoulli(exp(−γ)) for ``γ = numerators/denominator ∈ [0, 1]`` (CKS Algorithm 1, first case).
@@ -62,10 +62,10 @@ def _bernoulli_exp_minus_fraction(
 
 def _bernoulli_exp_minus_one(size: int, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(exp(−1)) coins (CKS Algorithm 1 with γ = 1)."""
-    return _bernoulli_exp_minus_fraction(np.ones(size, dtype=np.int64), 1, rng)
+    return bernoulli_exp_minus_fraction(np.ones(size, dtype=np.int64), 1, rng)
 
 
-def _geometric_exp_minus_one(size: int, rng: np.random.Generator) -> np.ndarray:
+def geometric_exp_minus_one(size: int, rng: np.random.Generator) -> np.ndarray:
     """``V``: the number of Bernoulli(exp(−1)) successes before the first failure (CKS Algorithm 2)."""
     counts = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
@@ -105,10 +105,10 @@ def sample_discrete_laplace(scale: Fraction, size: int, rng: np.random.Generator
     pending = np.arange(int(size))
     while pending.size:
         uniform = rng.integers(0, t, size=pending.size, dtype=np.int64)
-        accepted = _bernoulli_exp_minus_fraction(uniform, t, rng)
+        accepted = bernoulli_exp_minus_fraction(uniform, t, rng)
         uniform, still_pending = uniform[accepted], pending[accepted]
         rejected_first = pending[~accepted]
-        geometric = _geometric_exp_minus_one(still_pending.size, rng)
+        geometric = geometric_exp_minus_one(still_pending.size, rng)
         magnitude = (uniform + t * geometric) // s
         negative = rng.integers(0, 2, size=still_pending.size) == 1
         accepted = ~(negative & (magnitude == 0))

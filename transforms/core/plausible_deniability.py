@@ -21,6 +21,8 @@ import math
 import numpy as np
 from scipy.special import ndtri
 
+from transforms.core.exact_sampling import sample_threshold_noise
+
 NO_INTERVAL = -1
 """Interval index of a probability that is zero (``log P = -inf``), NaN, or below ``γ^(-2^52)``.
 
@@ -54,16 +56,17 @@ def deniability_interval_index(log_probability: np.ndarray, gamma: float) -> np.
 
 
 def noisy_threshold(k: int, epsilon0: float, rng: np.random.Generator, size) -> np.ndarray:
-    """``k̃ = k + Lap(1/ε0)``, the randomized threshold of Privacy Test 2.
+    """``k + ⌈Lap(1/ε0)⌉``, the randomized threshold of Privacy Test 2, as exact integers (int64).
 
-    One uniform per threshold from ``rng`` through ``laplace_from_uniform`` — the same
-    transformation the synthesis uses, so both draw the same noise from the same uniforms.
-    Floating-point Laplace noise is acceptable here because the noise is never released: only
-    the outcome of the comparison ``k' ≥ k̃`` is (DESIGN.md, "Randomness and noise").
+    The count ``k'`` it is compared with is an integer, so ``k' ≥ k + L`` is the event
+    ``k' ≥ k + ⌈L⌉``; the ceiling is drawn exactly (``transforms/core/exact_sampling.py``): the
+    pass probability is ``P(L ≤ k' − k)`` with no floating point in the draw.
     """
     if not epsilon0 > 0.0:
         raise ValueError("epsilon0 must be positive")
-    return k + laplace_from_uniform(rng.random(size), 1.0 / epsilon0)
+    shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
+    count = int(np.prod(shape, dtype=np.int64))
+    return (int(k) + sample_threshold_noise(epsilon0, count, rng)).reshape(shape)
 
 
 def _symmetric_midpoints(uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -103,3 +103,26 @@ def object_bandwidths(block: ClaimsBlock, floor: float | np.ndarray) -> np.ndarr
     spread = np.minimum(np.minimum(standard_deviation, normal_iqr_spread), normal_mad_spread)
     bandwidth = SILVERMAN_FACTOR * spread * counts.astype(np.float64) ** (-0.2)
     return np.maximum(bandwidth, floor_array)
+
+
+BANDWIDTH_METHODS = ("fixed", "range", "silverman")
+PUBLIC_BANDWIDTH_METHODS = ("fixed", "range")
+
+
+def public_bandwidth(method: str, grid_low: float, grid_high: float, precision: float,
+                     value: float | None = None, fraction: float | None = None) -> float:
+    """The release's kernel bandwidth from public configuration only, the same for every object:
+    ``fixed`` (``value``) or ``range`` (``fraction × (high − low)`` of the public value range); never
+    below the precision. The robust Silverman rule above is fitted to each object's claims, so a
+    changed claim changes the generative model: it is for evaluation, never for a release."""
+    if method == "fixed":
+        if value is None or not value > 0:
+            raise ValueError("a fixed bandwidth needs a positive value")
+        bandwidth = float(value)
+    elif method == "range":
+        if fraction is None or not 0 < fraction <= 1:
+            raise ValueError("a range bandwidth needs a fraction in (0, 1]")
+        bandwidth = float(fraction) * (float(grid_high) - float(grid_low))
+    else:
+        raise ValueError(f"{method!r} is not a public bandwidth method (use {' or '.join(PUBLIC_BANDWIDTH_METHODS)})")
+    return max(bandwidth, float(precision))

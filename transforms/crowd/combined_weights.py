@@ -90,3 +90,58 @@ def combined_weights(
     return clip_weight_ratio(
         combine_weights(block, local_weights, source_quality_per_claim), block.offsets, ratio_cap
     )
+
+
+def weight_bounds(method: str, ratio_cap: float, local_ratio_cap: float) -> tuple[float, float]:
+    """``(R, ρ)`` of a weighting method for the guarantee: the largest max/min seed-weight ratio
+    within an object, and the largest factor by which a changed claim can move any *other* claim's
+    weight (``transforms/crowd/guarantee.py``). Global qualities are differentially private, so
+    only the local factor, computed from the object's own claims, moves: by its ratio cap ``R_l``
+    on the claim and ``R_l`` on the normalization, ``ρ = R_l²``."""
+    if method == "uniform":
+        return 1.0, 1.0
+    if method == "global":
+        return ratio_cap, 1.0
+    if method == "local":
+        return ratio_cap, ratio_cap**2
+    if method == "combined":
+        if not 1.0 <= local_ratio_cap <= ratio_cap:
+            raise ValueError("the local ratio cap must be between 1 and the weight ratio cap")
+        return ratio_cap, local_ratio_cap**2
+    raise ValueError(f"unknown weighting method {method!r}")
+
+
+def seed_weights(
+    block: ClaimsBlock,
+    method: str,
+    local_weights: np.ndarray | None,
+    source_quality_per_claim: np.ndarray | None,
+    ratio_cap: float,
+    local_ratio_cap: float,
+) -> np.ndarray:
+    """(N,) the seed weights a release samples with, in the form the guarantee covers: the global
+    factor ``sqrt(g_s)`` and the local factor ``sqrt(l_is)`` (PrisCrowd's geometric mean) are each
+    ratio-clipped per object — to ``R/R_l`` and ``R_l`` — and multiplied, so that the product's
+    ratio is at most ``R`` and the local factor's (the only part a claim of the same object moves)
+    at most ``R_l``; no clipping after the product (it would couple the factors)."""
+    offsets = block.offsets
+    ones = np.ones(block.number_of_claims)
+    if method == "uniform":
+        return normalize(block, ones)
+    global_factor = ones if source_quality_per_claim is None else np.sqrt(np.asarray(source_quality_per_claim, float))
+    local_factor = ones if local_weights is None else np.sqrt(np.asarray(local_weights, float))
+    if method == "global":
+        return clip_weight_ratio(global_factor, offsets, ratio_cap)
+    if method == "local":
+        return clip_weight_ratio(local_factor, offsets, ratio_cap)
+    weight_bounds(method, ratio_cap, local_ratio_cap)
+    product = clip_weight_ratio(global_factor, offsets, ratio_cap / local_ratio_cap) * clip_weight_ratio(
+        local_factor, offsets, local_ratio_cap
+    )
+    return normalize(block, product)
+
+
+def normalize(block: ClaimsBlock, weights: np.ndarray) -> np.ndarray:
+    """(N,) ``w / Σ_object w``."""
+    totals = np.bincount(block.object_of_claim, weights=weights, minlength=block.number_of_objects)
+    return weights / totals[block.object_of_claim]

@@ -11,6 +11,17 @@ the iteration of KDEm (Wan et al., KDD 2016, with the CRH-style logarithm) is::
 starting from ``g ≡ 1`` (uniform weights) and repeated until the largest relative change of
 ``g`` is below a tolerance or an iteration cap is hit.
 
+Privately (what a release uses, :class:`PrivateSourceQuality`): a fixed number of iterations,
+each updating ``g`` from *noisy* loss sums. A claim's change moves its object's KDE ``f_i`` and so
+every ``loss_is'/|S_i|`` of that object by at most ``2/|S_i|`` (each loss is a squared RKHS
+distance between a unit-norm feature and a convex combination of them, in ``[0, 2]``): the vector
+of per-source sums ``(L_s)`` has L1 sensitivity 2 (``2L`` for a source's claims on ``L``
+objects). The driver reads the exact sums in units of ``2^-20`` (floor), adds discrete Laplace
+noise of scale ``(2·2^20 + 2 n_max)/ε`` (``n_max``: the largest object, public; the ``2 n_max``
+covers per-claim and unit rounding) from a keyed stream, and computes ``g`` from the noisy sums —
+``ε``-DP per iteration, post-processing after. The objects per source ``n_s`` are public (which
+sources answered which objects is, by the release's neighbouring relation).
+
 This is a cross-object aggregation, split for the engines into a *map by object*
 (:func:`source_loss_contributions`: per block, each source's partial ``L_s`` and ``n_s``) and a
 *reduce by source* on the driver (:func:`update_source_quality`). Partial losses are converted
@@ -29,10 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
+from transforms.core.keyed_randomness import keyed_generator
 from transforms.crowd.claims_block import SOURCE_ID, ClaimsBlock
 from transforms.crowd.gaussian_kernel import WithinObjectKernel
 
-LOSS_FIXED_POINT_SCALE: int = 2**40
+LOSS_FIXED_POINT_BITS = 40
+LOSS_FIXED_POINT_SCALE: int = 2**LOSS_FIXED_POINT_BITS
 """Fixed-point scale of the per-claim source losses (resolution ≈ 9.1e-13; a loss is ≤ 2)."""
 
 MINIMUM_MEAN_LOSS: float = 1.0 / LOSS_FIXED_POINT_SCALE
@@ -180,6 +194,47 @@ def update_source_quality(source_sums: pd.DataFrame) -> SourceQuality:
     return SourceQuality(source_ids=reduced.index.to_numpy(), quality=quality)
 
 
+NOISY_UNIT_BITS = 20
+"""The noisy sums are read in units of ``2^-NOISY_UNIT_BITS`` of loss."""
+GLOBAL_WEIGHTS_NOISE_PURPOSE = "crowd/global-weights-noise"
+
+
+@dataclass(frozen=True)
+class PrivateSourceQuality:
+    """The private form of the iteration: ``iterations`` updates, each ``epsilon_per_iteration``-DP
+    for ``objects_per_unit`` objects' worth of changed claims (1 for a claim, ``L`` for a source),
+    noise from ``keyed_generator(secret, release_id, "crowd/global-weights-noise", iteration)``."""
+
+    iterations: int
+    epsilon_per_iteration: float
+    largest_object: int
+    secret: bytes
+    release_id: str
+    objects_per_unit: int = 1
+
+    def sensitivity(self) -> int:
+        """L1 sensitivity of the per-source sums in noisy units (module docstring)."""
+        return self.objects_per_unit * (2 * 2**NOISY_UNIT_BITS + 2 * int(self.largest_object))
+
+    def update(self, source_sums: pd.DataFrame, iteration: int) -> SourceQuality:
+        """One private update: exact sums → noisy sums → ``g``."""
+        reduced = (
+            source_sums[[SOURCE_ID, LOSS_FIXED, OBJECTS]]
+            .groupby(SOURCE_ID, sort=True)[[LOSS_FIXED, OBJECTS]]
+            .sum()
+        )
+        loss_fixed = reduced[LOSS_FIXED].to_numpy(dtype=np.int64)
+        objects = reduced[OBJECTS].to_numpy(dtype=np.int64)
+        coarse = loss_fixed >> (LOSS_FIXED_POINT_BITS - NOISY_UNIT_BITS)
+        rng = keyed_generator(self.secret, self.release_id, GLOBAL_WEIGHTS_NOISE_PURPOSE, int(iteration))
+        scale = discrete_laplace_scale(self.epsilon_per_iteration, self.sensitivity())
+        noisy = (coarse + sample_discrete_laplace(scale, len(coarse), rng)) / 2.0**NOISY_UNIT_BITS
+        mean_loss = np.maximum(noisy / objects, MINIMUM_MEAN_LOSS)
+        total_loss = max(float(np.sum(mean_loss * objects)), MINIMUM_MEAN_LOSS)
+        quality = np.maximum(np.log(total_loss / mean_loss), MINIMUM_SOURCE_QUALITY)
+        return SourceQuality(source_ids=reduced.index.to_numpy(), quality=quality)
+
+
 def source_quality_change(old: SourceQuality, new: SourceQuality) -> float:
     """Largest relative change ``|g_new − g_old| / g_old`` over the sources of either.
 
@@ -199,18 +254,26 @@ def iterate_source_quality(
     tolerance: float,
     max_iterations: int,
     on_iteration: Callable[[int], None] | None = None,
+    private: PrivateSourceQuality | None = None,
 ) -> tuple[SourceQuality, int, bool]:
     """The global-weights fixed point: ``(quality, iterations, converged)``.
 
     From the uniform start, each iteration asks ``source_loss_sums(quality)`` for the per-source
     fixed-point loss sums (the map-by-object half: in memory, or a job on an engine) and updates
     the qualities (the reduce-by-source half, :func:`update_source_quality`), until
-    :func:`source_quality_change` ≤ ``tolerance`` or ``max_iterations`` updates. One loop for
-    the in-memory reference and every engine, so they stop at the same iteration.
+    :func:`source_quality_change` ≤ ``tolerance`` or ``max_iterations`` updates. With ``private``,
+    exactly ``private.iterations`` private updates (a stopping rule would depend on the data).
+    One loop for the in-memory reference and every engine, so they stop at the same iteration.
     """
+    quality = SourceQuality.uniform()
+    if private is not None:
+        for iteration in range(1, private.iterations + 1):
+            if on_iteration is not None:
+                on_iteration(iteration)
+            quality = private.update(source_loss_sums(quality), iteration)
+        return quality, private.iterations, False
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    quality = SourceQuality.uniform()
     for iteration in range(1, max_iterations + 1):
         if on_iteration is not None:
             on_iteration(iteration)
@@ -228,14 +291,13 @@ def estimate_global_weights(
     tolerance: float = 1e-6,
     max_iterations: int = 100,
     kernel: WithinObjectKernel | None = None,
+    private: PrivateSourceQuality | None = None,
 ) -> tuple[SourceQuality, int, bool]:
     """The whole global-weights iteration in memory: ``(quality, iterations, converged)``.
 
     :func:`iterate_source_quality` over one block holding every object. Used by tests, the
     benchmark floor and the local reference.
     """
-    if max_iterations < 1:
-        raise ValueError("max_iterations must be at least 1")
     if kernel is None:
         kernel = WithinObjectKernel(block, bandwidths)
     sources = BlockSources.of(block)
@@ -243,4 +305,5 @@ def estimate_global_weights(
         lambda quality: source_loss_contributions(block, bandwidths, quality, kernel, sources),
         tolerance,
         max_iterations,
+        private=private,
     )

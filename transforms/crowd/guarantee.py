@@ -1,156 +1,236 @@
-"""The (ε, δ) guarantee of a crowd release (PrisCrowd Theorem 2) and its composition.
+"""The (ε, δ) a crowd release guarantees for everything it publishes (``docs/PRIVACY.md``, "Crowd").
 
-The theorem's numbers and the compositions are shared with the tabular kind
-(``transforms/core/guarantee.py``); this module states what they cover for a crowd release.
+Neighbouring relation. Two inputs are neighbours when they differ in the *value* of one claim
+(unit ``claim``), or in the values of all claims of one source, which the contribution bound keeps
+to at most ``L`` objects (unit ``source``). Which sources answered which objects, and so every
+object's claim count, is public; values are clipped to the public range first, a per-claim map.
 
-Per test. Bindschaedler, Shokri and Gunter (VLDB 2017, Theorem 1) show that one invocation of
-the randomized plausible-deniability test — draw a candidate from a seed chosen uniformly,
-output it if ``k' ≥ k + Lap(1/ε0)`` and ``⊥`` otherwise — is (ε, δ)-differentially private for
-neighbouring datasets that differ in one record, for every integer ``1 ≤ t < k``, with
-``ε = ε0 + ln(1 + γ/t)`` and ``δ = e^(−ε0 (k − t))``. PrisCrowd (Huai et al., IJCAI 2019,
-Theorem 2) chooses the seed with the combined weights ``c_is`` instead of uniformly, which
-multiplies the ratio term by ``R = max c / min c``: ``ε = ε0 + ln(1 + (γ/t)·R)``. Here ``R`` is a
-public, configured cap (the weights are clipped to it before synthesis), so ε does not depend
-on the data.
+What is released, per object with at least ``k`` claims: exactly ``m`` claims, each a *claim
+slot* of ``transforms/crowd/synthesis.py`` — attempts until one passes, at most ``T``, a uniform
+grid value if none did. Attempt counts, failures and pass rates are not released.
 
-What the numbers cover, and what they do not:
+Per released claim (claim unit). Let ``c_s`` be the object's seed weights (max/min ratio ``≤ R``),
+whose dependence on the object's own claims is limited to a local factor with ratio ``≤ R_l``, so
+that a changed claim moves every other claim's weight by a factor ``≤ ρ = R_l²`` (``ρ = 1`` when the
+weights do not depend on the object's claims); ``c̄ = R/(R + n − 1)`` bounds any one weight for an
+object of ``n ≥ k`` claims; ``q0`` is the fallback probability. For any integer ``1 ≤ t < k``:
 
-* Unit: one claim of one object, neighbours differing in the *value* of that claim (the
-  number of claims per object, and which sources answered which objects, are treated as
-  public — suppression of objects with fewer than ``k`` claims depends on them).
-* The per-test (ε, δ) covers one invocation of the test, released or not. An object runs up
-  to ``max_attempts_per_object`` invocations on the same claims, so the guarantee for one
-  claim over a whole release composes over that many invocations (``composition.per_object``).
-  The attempt and release counts reported per object count failed invocations (the outcome
-  ⊥), which the theorem's δ does not bound — a privacy review computed a case where one changed
-  record moves the failure probability by about 1/(records); composing per-test numbers does not
-  cover them either. They are operator figures outside the guarantee (``NOT_COVERED``).
-* Source (user) level: a source contributes one claim to each of at most ``L`` objects
-  (``max_objects_per_source``, enforced by contribution bounding), so changing all of a
-  source's claims is covered by composing ``L × max_attempts_per_object`` invocations.
-* Data-dependent weights: the combined weights are computed from the claims themselves
-  (truth discovery). Theorem 2 accounts for the weights only through the ratio bound ``R``;
-  it does not separately account for how changing one claim shifts the other claims' weights.
-  The numbers are those of the theorem under that model.
+* one attempt, ``A(y)`` = P(pass with value ``y``), satisfies ``A_D(y) ≤ e^{ε_1} A_D'(y) + δ_1(y)`` with
+  ``ε_1 = ε0 + ln ρ + ln(1 + γR/t)`` and ``Σ_y δ_1(y) ≤ Δ = (1 − q0) c̄ ½ e^{−ε0 (k − t)}``
+  (Bindschaedler et al. 2017, Theorem 1, and PrisCrowd, Theorem 2, with the other seeds' weights
+  moving by at most ``ρ`` and their counts by one: the changed seed's own mass is covered by ``t``
+  seeds of its interval, or is at most ``Δ`` when it has fewer);
+* the pass probability ``S = Σ_y A(y) ≥ q0`` moves by ``S_D' ≤ e^{ε_S} S_D`` with
+  ``e^{ε_S} = max(ρ(2 − e^{−ε0}), M) + (1 − q0) c̄ / q0``. A count that moves by one moves a pass
+  probability ``π(z) = P(N ≤ z)`` by at most ``2 − e^{−ε0}`` where ``z ≥ 0``, and by ``e^{ε0}``
+  only where ``z ≤ −1``, whose pass mass is at most ``b = (1 − q0) ½ e^{−ε0}``; with the fallback's
+  ``q0`` that part moves by at most ``M = (q0 + ρ e^{ε0} b)/(q0 + b)``. The changed seed's own pass
+  mass, at most ``(1 − q0) c̄``, is turned into a factor by ``S ≥ q0``;
+* a slot's claim without its cap has the law ``A/S``: ``(ε_∞, δ_∞) = (ε_1 + ε_S, e^{ε_S} Δ / q0)``;
+* the cap: the slot's law is ``(1 − φ_D) A/S + φ_D U`` with ``φ_D ≤ φ = (1 − q0)^T`` and
+  ``U ≤ (A/S)/q0``, so ``ε_c = ε_∞ + ln((1 + φ/q0)/(1 − φ))``, ``δ_c = (1 + φ/q0) δ_∞ + δ_float``,
+  ``δ_float = 2^-40`` covering the floating-point kernel draw's deviation from the model.
 
-Composition is reported both ways: basic (``T·ε, T·δ``) and advanced (Dwork, Rothblum, Vadhan,
-"Boosting and Differential Privacy", FOCS 2010, Theorem III.3; also Dwork and Roth 2014,
-Theorem 3.20), and the smaller ε of the two is the headline number.
+Whole release. The claim's object releases ``m`` independent slots; every other object's release
+is a function of its own claims and of the source qualities only. The qualities are differentially
+private (``transforms/crowd/global_weights.py``: per iteration, per-source loss sums of L1
+sensitivity 2 with discrete Laplace noise, ε per iteration), so a claim reaches another object
+only through them. The release is the adaptive composition of ``m`` (ε_c, δ_c) mechanisms and the
+iterations' pure-DP mechanisms (``L`` objects' slots for a source, whose qualities' noise is
+calibrated to a source's ``L``-fold sensitivity); its
+(ε, δ) at the configured δ is computed by composing privacy-loss distributions
+(``dp_accounting``, pessimistic discretization) and taking the smaller of that and basic
+composition, for the ``t`` that gives the smallest ε. That (ε, δ) is the headline and what the
+ledger charges; the per-claim and per-test numbers stay in the manifest under their own names.
+
+Not covered: the claim counts and the source-object incidence (public by the relation above), and
+the operator figures (internal table): attempts, fallbacks, pass rates, clipped values, timings,
+the evaluation against ground truth.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from transforms.core.guarantee import (
-    choose_t,
-    composition_entry,
-    is_integer,
-    plausible_deniability_delta,
-    plausible_deniability_epsilon,
-)
+from dp_accounting.pld import privacy_loss_distribution as pld
+from dp_accounting.pld.common import DifferentialPrivacyParameters
 
-PRIVACY_UNIT = "one claim of one object"
-SCOPE = "per released synthetic claim, PrisCrowd Theorem 2"
+from transforms.core.guarantee import plausible_deniability_delta, plausible_deniability_epsilon
+
+CLAIM_UNIT = "one claim's value (claim counts and which sources answered which objects are public)"
+FLOAT_DELTA = 2.0**-40
+"""Allowance per released claim for the floating-point kernel draw and seed choice (their law
+equals the model's up to a relative 2^-52 and tails of mass 2^-53)."""
+WEIGHT_ROUNDING = 1 + 2.0**-40
+"""The seed weights' bounds (``R``, ``ρ``, ``c̄``) hold in exact arithmetic; float64 renormalization
+can exceed them by a few ulps, so the guarantee uses them enlarged by this factor."""
 NOT_COVERED = (
-    "failed tests (the outcome ⊥): the attempt counts, pass rates and shortfalls in the manifest count "
-    "failures and are operator figures outside the guarantee, per test or composed",
-    "the evaluation (computed from the raw claims and the truth file)",
+    "the claim counts per object and which sources answered which objects (public by the neighbouring relation)",
+    "operator figures in the internal table: attempts, fallbacks, pass rates, clipped values, timings, "
+    "the evaluation against ground truth",
 )
 
-def crowd_guarantee(
-    *,
-    k: int,
-    gamma: float,
-    epsilon0: float,
-    weight_ratio_cap: float,
-    delta_target: float | None = None,
-    t: int | None = None,
-    claims_per_object: int,
-    max_attempts_per_object: int,
-    max_objects_per_source: int | None = None,
-    composition_delta_slack: float | None = None,
-) -> dict[str, Any]:
-    """The guarantee of a crowd release as a JSON-ready dict.
 
-    Give exactly one of ``delta_target`` (then ``t = choose_t(k, ε0, delta_target)``) and ``t``.
+@dataclass(frozen=True)
+class CrowdMechanism:
+    """The public parameters the guarantee depends on (none is computed from the claims).
 
-    Keys:
-        ``epsilon``, ``delta``, ``t``: PrisCrowd Theorem 2 for one invocation of the randomized
-            test (one candidate, released or not) — the ``scope``; ``privacy_unit`` is one
-            claim of one object (its value).
-        ``formula``: the formulas with the parameters substituted.
-        ``composition.per_object``: one claim over all of its object's invocations, up to
-            ``max_attempts_per_object`` (every attempt is a test, whether or not it releases;
-            ``claims_per_object`` only bounds how many are released).
-        ``composition.per_source_per_test`` (only when ``max_objects_per_source`` ``L`` is
-            set): all of one source's claims, one invocation on each of its ``L`` objects — the
-            headline's scope lifted to the source-level unit.
-        ``composition.per_source`` (same condition): all of one source's claims over every
-            invocation, ``L × max_attempts_per_object``.
-        Each composition entry gives basic and advanced composition and the smaller-ε one as
-        its ``epsilon``/``delta``; ``composition_delta_slack`` is advanced composition's δ'
-        (default: the per-test δ).
+    ``smallest_object`` is the least claim count of a released object (``≥ k``; ``k`` before the
+    input is read); ``global_iterations`` and ``global_epsilon_per_iteration`` describe the private
+    source qualities (0 iterations: none), ε per iteration *for the release's unit* (their noise is
+    calibrated to a whole source's sensitivity with the source unit); ``objects_per_source`` is
+    ``L`` for the source unit (``None``: the claim unit)."""
 
-    See the module docstring for the assumptions (value-neighbours, public claim counts,
-    weights modelled only through the ratio cap ``R``).
-    """
-    if (delta_target is None) == (t is None):
-        raise ValueError("give exactly one of delta_target and t")
-    if t is None:
-        t = choose_t(k, epsilon0, delta_target)  # type: ignore[arg-type]
-    epsilon = plausible_deniability_epsilon(epsilon0, gamma, t, weight_ratio_cap)
-    delta = plausible_deniability_delta(epsilon0, k, t)
-    for name, value in (
-        ("claims_per_object", claims_per_object),
-        ("max_attempts_per_object", max_attempts_per_object),
-    ):
-        if not is_integer(value) or value < 1:
-            raise ValueError(f"{name} must be a positive integer")
-    slack = delta if composition_delta_slack is None else composition_delta_slack
-    composition: dict[str, Any] = {
-        "per_object": composition_entry(
-            epsilon,
-            delta,
-            max_attempts_per_object,
-            slack,
-            f"one claim over all tests of its object (at most {max_attempts_per_object} attempts, "
-            f"at most {claims_per_object} released)",
-        )
-    }
-    if max_objects_per_source is not None:
-        if not is_integer(max_objects_per_source) or max_objects_per_source < 1:
-            raise ValueError("max_objects_per_source must be a positive integer")
-        composition["per_source_per_test"] = composition_entry(
-            epsilon,
-            delta,
-            max_objects_per_source,
-            slack,
-            f"all claims of one source, one test on each of its at most {max_objects_per_source} "
-            "objects (the headline scope, composed across the source's objects)",
-        )
-        composition["per_source"] = composition_entry(
-            epsilon,
-            delta,
-            max_objects_per_source * max_attempts_per_object,
-            slack,
-            f"all claims of one source (at most {max_objects_per_source} objects x "
-            f"{max_attempts_per_object} attempts)",
-        )
+    k: int
+    gamma: float
+    epsilon0: float
+    weight_ratio_cap: float
+    local_influence: float
+    fallback_probability: float
+    claims_per_object: int
+    max_attempts_per_claim: int
+    smallest_object: int
+    global_iterations: int = 0
+    global_epsilon_per_iteration: float = 0.0
+    objects_per_source: int | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.k >= 2, "k must be at least 2 (t must satisfy 1 <= t < k)"),
+            (self.gamma > 1, "gamma must be greater than 1"),
+            (math.isfinite(self.epsilon0) and self.epsilon0 > 0, "epsilon0 must be a finite positive number"),
+            (self.weight_ratio_cap >= 1, "the weight ratio cap must be at least 1"),
+            (self.local_influence >= 1, "the local influence bound must be at least 1"),
+            (0 < self.fallback_probability < 1, "the fallback probability must be in (0, 1)"),
+            (self.claims_per_object >= 1 and self.max_attempts_per_claim >= 1, "m and T must be positive"),
+            (self.smallest_object >= self.k, "released objects have at least k claims"),
+            (self.global_iterations >= 0, "the global iterations must be non-negative"),
+            (self.global_iterations == 0 or self.global_epsilon_per_iteration > 0,
+             "private global weights need a positive epsilon per iteration"),
+            (self.objects_per_source is None or self.objects_per_source >= 1, "L must be positive"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def largest_weight(self) -> float:
+        """``c̄ = R / (R + n − 1)``: the largest seed weight of an object of ``n`` claims."""
+        return self.weight_ratio_cap / (self.weight_ratio_cap + self.smallest_object - 1)
+
+    @property
+    def objects_affected(self) -> int:
+        return 1 if self.objects_per_source is None else self.objects_per_source
+
+
+def per_claim_guarantee(mechanism: CrowdMechanism, t: int) -> dict[str, float]:
+    """``(ε_c, δ_c)`` of one released claim for the analysis parameter ``t`` (module docstring),
+    with the intermediate terms."""
+    if not 1 <= t < mechanism.k:
+        raise ValueError("t must satisfy 1 <= t < k")
+    q0, c_bar = mechanism.fallback_probability, mechanism.largest_weight * WEIGHT_ROUNDING
+    rho, ratio_cap = mechanism.local_influence * WEIGHT_ROUNDING, mechanism.weight_ratio_cap * WEIGHT_ROUNDING
+    epsilon_attempt = mechanism.epsilon0 + math.log(rho) + math.log1p(mechanism.gamma * ratio_cap / t)
+    delta_attempt = (1 - q0) * c_bar * 0.5 * math.exp(-mechanism.epsilon0 * (mechanism.k - t))
+    below_threshold = (1 - q0) * 0.5 * math.exp(-mechanism.epsilon0)
+    moved_below = (q0 + rho * math.exp(mechanism.epsilon0) * below_threshold) / (q0 + below_threshold)
+    epsilon_pass = math.log(
+        max(rho * (2 - math.exp(-mechanism.epsilon0)), moved_below) + (1 - q0) * c_bar / q0
+    )
+    cap = (1 - q0) ** mechanism.max_attempts_per_claim
+    epsilon_cap = math.log1p(cap / q0) - math.log1p(-cap)
+    delta_uncapped = math.exp(epsilon_pass) * delta_attempt / q0
     return {
-        "epsilon": epsilon,
-        "delta": delta,
         "t": t,
-        "k": k,
-        "gamma": gamma,
-        "epsilon0": epsilon0,
-        "weight_ratio_cap": weight_ratio_cap,
-        "formula": (
-            f"epsilon = epsilon0 + ln(1 + (gamma / t) * R) = {epsilon0} + ln(1 + ({gamma} / {t}) * {weight_ratio_cap}); "
-            f"delta = exp(-epsilon0 * (k - t)) = exp(-{epsilon0} * ({k} - {t}))"
-        ),
-        "privacy_unit": PRIVACY_UNIT,
-        "scope": SCOPE,
-        "composition": composition,
+        "epsilon_attempt": epsilon_attempt,
+        "delta_attempt": delta_attempt,
+        "epsilon_pass_probability": epsilon_pass,
+        "cap_probability_bound": cap,
+        "epsilon": epsilon_attempt + epsilon_pass + epsilon_cap,
+        "delta": (1 + cap / q0) * delta_uncapped + FLOAT_DELTA,
+    }
+
+
+def _composed(mechanism: CrowdMechanism, claim: dict[str, float]) -> pld.PrivacyLossDistribution:
+    claims = mechanism.claims_per_object * mechanism.objects_affected
+    composed = pld.from_privacy_parameters(
+        DifferentialPrivacyParameters(claim["epsilon"], claim["delta"])
+    ).self_compose(claims)
+    if mechanism.global_iterations:
+        per_iteration = mechanism.global_epsilon_per_iteration
+        composed = composed.compose(
+            pld.from_privacy_parameters(DifferentialPrivacyParameters(per_iteration, 0.0)).self_compose(
+                mechanism.global_iterations
+            )
+        )
+    return composed
+
+
+def whole_release_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
+    """The release's (ε, δ) at ``delta`` (module docstring): the best ``t``, by PLD composition
+    or basic composition, whichever gives the smaller ε. ``ValueError`` when no ``t`` reaches
+    ``delta``."""
+    if not 0 < delta < 1:
+        raise ValueError("delta must be in (0, 1)")
+    claims = mechanism.claims_per_object * mechanism.objects_affected
+    global_epsilon = mechanism.global_iterations * mechanism.global_epsilon_per_iteration
+    best: dict[str, Any] | None = None
+    for t in range(1, mechanism.k):
+        claim = per_claim_guarantee(mechanism, t)
+        if claims * claim["delta"] >= delta:
+            continue
+        basic = claims * claim["epsilon"] + global_epsilon
+        composed = _composed(mechanism, claim).get_epsilon_for_delta(delta)
+        epsilon, method = (composed, "privacy-loss distributions (dp_accounting, pessimistic)")
+        if basic <= composed:
+            epsilon, method = basic, "basic composition"
+        if best is None or epsilon < best["epsilon"]:
+            best = {"epsilon": epsilon, "delta": delta, "composition": method, "per_claim": claim,
+                    "basic_composition": {"epsilon": basic, "delta": claims * claim["delta"]}}
+    if best is None:
+        raise ValueError(
+            f"no t with 1 <= t < k gives a whole-release delta below {delta}: raise k or epsilon0, "
+            "or the fallback probability"
+        )
+    return best
+
+
+def crowd_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
+    """The guarantee of a crowd release as a JSON-ready dict: the whole-release headline first,
+    then the per-claim and per-test numbers under their own names and the mechanism's steps (what
+    the ledger composes across releases)."""
+    release = whole_release_guarantee(mechanism, delta)
+    claim = release["per_claim"]
+    t = int(claim["t"])
+    steps = [{"mechanism": "approximate_dp", "epsilon": claim["epsilon"], "delta": claim["delta"],
+              "count": mechanism.claims_per_object * mechanism.objects_affected,
+              "what": "one released claim (claim slot)"}]
+    if mechanism.global_iterations:
+        steps.append({"mechanism": "pure_dp",
+                      "epsilon": mechanism.global_epsilon_per_iteration,
+                      "delta": 0.0, "count": mechanism.global_iterations,
+                      "what": "one iteration of the private source qualities"})
+    unit = CLAIM_UNIT if mechanism.objects_per_source is None else (
+        f"one source's claims (at most {mechanism.objects_per_source} objects; claim counts and which sources "
+        "answered which objects are public)"
+    )
+    return {
+        "epsilon": release["epsilon"],
+        "delta": release["delta"],
+        "privacy_unit": unit,
+        "scope": "everything the release publishes: every released claim of every object, whole release",
+        "composition": release["composition"],
+        "basic_composition": release["basic_composition"],
+        "per_claim": claim,
+        "per_test_theorem_2": {
+            "epsilon": plausible_deniability_epsilon(mechanism.epsilon0, mechanism.gamma, t, mechanism.weight_ratio_cap),
+            "delta": plausible_deniability_delta(mechanism.epsilon0, mechanism.k, t),
+            "note": "one invocation of the randomized test with fixed weights (PrisCrowd Theorem 2); not a bound "
+                    "for the release",
+        },
+        "steps": steps,
+        "mechanism": asdict(mechanism),
         "not_covered": list(NOT_COVERED),
     }

@@ -1,28 +1,41 @@
-"""The whole PrisCrowd computation in memory, on one block: the reference the engines must
-match, the floor of the scaling benchmark, and the engine of the reproduction tests.
+"""The whole crowd computation in memory, on one block: the reference the engines must match,
+the floor of the scaling benchmark, and the engine of the reproduction tests.
 
-Same mathematics as the engine pipeline (``pipelines/crowd/pipeline.py``), without the
-engine: global weights by ``estimate_global_weights`` (the same map/reduce, done in one
-process), then per object bandwidth, local and combined weights and Algorithm 1.
+Same mathematics as the engine pipeline (``pipelines/crowd/pipeline.py``), without the engine:
+claims clipped to the public range, public bandwidths, the source qualities by
+``estimate_global_weights`` (private with ``private_global``: the release's form), the local
+weights, the seed weights and the synthesis.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from transforms.crowd.bandwidth import object_bandwidths
-from transforms.crowd.baselines import uniform_weights
 from transforms.crowd.claims_block import ClaimsBlock
-from transforms.crowd.combined_weights import clip_weight_ratio, combined_weights
-from transforms.crowd.global_weights import SourceQuality, estimate_global_weights, global_weights
+from transforms.crowd.combined_weights import seed_weights
+from transforms.crowd.global_weights import PrivateSourceQuality, SourceQuality, estimate_global_weights
 from transforms.crowd.local_weights import local_weights
 from transforms.crowd.synthesis import BlockSynthesis, SynthesisParameters, synthesize_block
 
 WeightsMethod = Literal["combined", "global", "local", "uniform"]
+
+
+@dataclass(frozen=True)
+class WeightSettings:
+    """How the seed weights are made. ``private_global`` is the release's private form of the
+    source qualities (``None``: the non-private fixed point, for evaluation only)."""
+
+    method: WeightsMethod = "combined"
+    ratio_cap: float = 4.0
+    local_ratio_cap: float = 2.0
+    tolerance: float = 1e-6
+    max_iterations: int = 100
+    private_global: PrivateSourceQuality | None = None
 
 
 @dataclass(frozen=True)
@@ -34,35 +47,37 @@ class CrowdModel:
     seed_weights: np.ndarray
     source_quality: SourceQuality
     global_iterations: int
-    global_converged: bool
+    clipped_claims: int
 
 
 def fit_crowd_model(
     claims: pd.DataFrame,
+    parameters: SynthesisParameters,
     *,
-    method: WeightsMethod = "combined",
-    bandwidth_floor: float,
-    weight_ratio_cap: float,
-    tolerance: float = 1e-6,
-    max_iterations: int = 100,
+    bandwidth: float | None,
+    weights: WeightSettings,
+    silverman_floor: float | None = None,
 ) -> CrowdModel:
-    """Weights of the chosen method for every claim (PrisCrowd: combined, steps 1-3)."""
-    block = ClaimsBlock.from_frame(claims)
-    bandwidths = object_bandwidths(block, bandwidth_floor)
-    quality, iterations, converged = SourceQuality.uniform(), 0, True
-    if method in ("combined", "global"):
-        quality, iterations, converged = estimate_global_weights(block, bandwidths, tolerance, max_iterations)
-    if method == "uniform":
-        weights = clip_weight_ratio(uniform_weights(block), block.offsets, weight_ratio_cap)
-    elif method == "global":
-        weights = clip_weight_ratio(global_weights(block, quality), block.offsets, weight_ratio_cap)
+    """The model of every object: claims clipped to the public range, the public ``bandwidth``
+    (``None``: the data-fitted Silverman rule with ``silverman_floor`` — evaluation only), and the
+    seed weights of ``weights.method``."""
+    clipped, outside = parameters.grid.clip(claims["value"].to_numpy(dtype=np.float64))
+    block = ClaimsBlock.from_frame(claims.assign(value=clipped))
+    if bandwidth is None:
+        bandwidths = object_bandwidths(block, silverman_floor if silverman_floor is not None else parameters.grid.precision)
     else:
-        local = local_weights(block, bandwidths, tolerance, max_iterations).weights
-        if method == "local":
-            weights = clip_weight_ratio(local, block.offsets, weight_ratio_cap)
-        else:
-            weights = combined_weights(block, local, quality.lookup(block.source_ids), weight_ratio_cap)
-    return CrowdModel(block, bandwidths, weights, quality, iterations, converged)
+        bandwidths = np.full(block.number_of_objects, float(bandwidth))
+    quality, iterations = SourceQuality.uniform(), 0
+    if weights.method in ("combined", "global"):
+        quality, iterations, _ = estimate_global_weights(
+            block, bandwidths, weights.tolerance, weights.max_iterations, private=weights.private_global
+        )
+    local = None
+    if weights.method in ("combined", "local"):
+        local = local_weights(block, bandwidths, weights.tolerance, weights.max_iterations).weights
+    seeds = seed_weights(block, weights.method, local, quality.lookup(block.source_ids), weights.ratio_cap,
+                         weights.local_ratio_cap)
+    return CrowdModel(block, bandwidths, seeds, quality, iterations, outside)
 
 
 def synthesize_in_memory(
@@ -71,20 +86,14 @@ def synthesize_in_memory(
     *,
     secret: bytes,
     release_id: str,
-    method: WeightsMethod = "combined",
-    bandwidth_floor: float,
-    weight_ratio_cap: float,
-    tolerance: float = 1e-6,
-    max_iterations: int = 100,
+    bandwidth: float | None,
+    weights: WeightSettings,
+    silverman_floor: float | None = None,
 ) -> tuple[CrowdModel, BlockSynthesis]:
-    """Fit the model and run Algorithm 1 for every object of ``claims``."""
-    model = fit_crowd_model(
-        claims,
-        method=method,
-        bandwidth_floor=bandwidth_floor,
-        weight_ratio_cap=weight_ratio_cap,
-        tolerance=tolerance,
-        max_iterations=max_iterations,
-    )
+    """Fit the model and synthesize every object of ``claims``. With private global weights, their
+    noise is keyed by ``secret`` and ``release_id`` here too."""
+    if weights.private_global is not None:
+        weights = replace(weights, private_global=replace(weights.private_global, secret=secret, release_id=release_id))
+    model = fit_crowd_model(claims, parameters, bandwidth=bandwidth, weights=weights, silverman_floor=silverman_floor)
     result = synthesize_block(model.block, model.bandwidths, model.seed_weights, parameters, secret, release_id)
     return model, result

@@ -1,56 +1,65 @@
-"""Candidate synthesis and Algorithm 1 of PrisCrowd (issue 2, steps 4-6).
+"""Synthetic claims per object: PrisCrowd's Algorithm 1 in the form whose guarantee is proven.
 
 PrisCrowd (Huai, Wang, Miao, Xu, Zhang, IJCAI 2019, Section 4 and Algorithm 1) releases, for each
-object ``i``, synthetic claims drawn from the object's weighted KDE
-``f_i = Σ_s c_is K_h(·, x_is)``: pick a seed claim ``s`` with probability ``c_is`` (step 4), draw
-``y ~ N(x_is, h_i²)``, round it to the public precision, and release it only if it passes the
-randomized plausible-deniability test (step 5, ``transforms.core.plausible_deniability``). Repeat
-until ``m`` candidates passed or the attempt cap is reached (step 6). Objects with fewer than
-``k`` claims can never pass (``k' ≤ |S_i| < k`` would need negative noise) and are suppressed
-without drawing anything.
+object ``i``, claims drawn from the object's weighted KDE ``f_i = Σ_s c_is K_h(·, x_is)`` that
+pass the randomized plausible-deniability test (Bindschaedler, Shokri, Gunter, VLDB 2017,
+Privacy Test 2). Three things make the released claims private at the number
+``transforms/crowd/guarantee.py`` states (``docs/PRIVACY.md``, "Crowd"):
+
+* the generative model has no data-fitted input: the bandwidth ``h_i`` is public (configured, or
+  derived from the public range and the public claim count), the seed weights ``c_is`` come from
+  public or differentially private source qualities and, optionally, the object's own claims
+  through a local factor whose ratio is capped (its effect is in the guarantee), and the kernel is
+  truncated to the public value range and rounded to its grid (``rounded_kernel.py``);
+* every attempt can *pass with a fallback*: with the public probability ``q0`` the candidate is a
+  uniform draw on the public grid and passes without a test. So every attempt passes with
+  probability at least ``q0``, which bounds how much a changed claim can move the pass
+  probability of its object;
+* every released object gets exactly ``m`` claims (claim slots). A slot takes candidates until
+  one passes, at most ``T`` (``max_attempts_per_claim``); a slot whose ``T`` attempts all fail —
+  probability at most ``(1 − q0)^T`` — is filled with a uniform grid value. Attempt counts and
+  failures are never part of the release (they are operator figures).
+
+One attempt from seed weights ``c``: with probability ``q0`` a uniform grid value (pass); else a
+seed ``s`` with probability ``c_s``, a candidate ``y`` from the truncated rounded kernel around
+``x_is``, and the test: ``k'`` = the number of the object's claims whose ``P(y | x)`` lies in the
+same ``γ``-interval as the seed's (the seed included), pass iff ``k' ≥ k + N`` with
+``N = ⌈Lap(1/ε0)⌉`` drawn exactly (``transforms/core/exact_sampling.py``). Objects with fewer than
+``max(k, minimum_claims)`` claims are suppressed (the claim counts are public).
 
 Draw order (the contract that makes every engine, partitioning and retry produce the same
-release). Object ``i`` draws its candidates in rounds of ``batch_size``; round ``r`` uses only
-``keyed_generator(secret, release_id, "crowd/synthesis", (object_id, r))``, from which it takes
-``batch_size × 3`` uniforms in C order, three per candidate in draw order:
-
-* column 0 chooses the seed: the first ``s`` whose cumulative weight exceeds ``u·Σ_s c_is``;
-* column 1 gives the kernel draw ``y = x_is + h_i·Φ⁻¹(u)`` (``standard_normal_from_uniform``);
-* column 2 gives the threshold ``k̃ = k + F⁻¹_Lap(1/ε0)(u)`` (``laplace_from_uniform``).
-
-Because a candidate's draws are three consecutive uniforms, the same stream can be consumed
-one candidate at a time (``synthesize_object_reference``) or a whole round at once
-(``synthesize_block``) with bitwise-identical results. Candidates are tested and released in
-draw order; the first ``m`` that pass are released and every candidate up to and including the
-``m``-th pass counts as one attempt (an invocation of the randomized test).
-
-Rounding: ``y = precision · round(y / precision)`` with NumPy's round-half-to-even (a tie has
-probability zero under a continuous kernel, so the rule only matters for reproducibility).
+release). Object ``i`` draws candidates in rounds of ``batch_size``; round ``r`` uses only
+``keyed_generator(secret, release_id, "crowd/synthesis", (object_id, r))``, taking, in this
+order: ``B`` fallback coins (integers below 10⁶, compared with ``q0·10⁶``), ``B`` fallback grid
+positions, ``B`` seed uniforms, ``B`` kernel uniforms and ``B`` 64-bit test words (the test's
+exact ``Bernoulli(P(N ≤ k' − k))``, ``transforms/core/exact_sampling.py``; a word too close to
+the probability to decide reads more bits from ``(…, "crowd/synthesis-refine", (object_id, r,
+b))``). Candidates are consumed in draw order by the slots. A slot that reaches its cap takes
+its grid position from ``keyed_generator(secret, release_id, "crowd/synthesis-cap", (object_id,
+slot))``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from transforms.core.exact_sampling import threshold_noise_cdf, threshold_test_passes
 from transforms.core.keyed_randomness import keyed_generator
-from transforms.core.plausible_deniability import (
-    NO_INTERVAL,
-    deniability_interval_index,
-    laplace_from_uniform,
-    plausible_deniability_test,
-    standard_normal_from_uniform,
-)
+from transforms.core.plausible_deniability import NO_INTERVAL, deniability_interval_index
 from transforms.crowd.claims_block import OBJECT_ID, VALUE, ClaimsBlock
-from transforms.crowd.rounded_kernel import rounded_value_log_probability
+from transforms.crowd.rounded_kernel import truncated_kernel_draws, truncated_log_probability
+from transforms.crowd.value_grid import ValueGrid
 
 SYNTHESIS_PURPOSE = "crowd/synthesis"
-UNIFORMS_PER_CANDIDATE = 3
-SEED_COLUMN, KERNEL_COLUMN, THRESHOLD_COLUMN = 0, 1, 2
-REASON_FEWER_THAN_K = "fewer than k claims"
+CAP_PURPOSE = "crowd/synthesis-cap"
+REFINE_PURPOSE = "crowd/synthesis-refine"
+FALLBACK_DENOMINATOR = 1_000_000
+REASON_FEWER_THAN_K = "fewer claims than the minimum (k or min_claims_per_object)"
 _PAIRS_PER_CHUNK = 1 << 20
 
 
@@ -60,45 +69,58 @@ def _is_integer(value: object) -> bool:
 
 @dataclass(frozen=True)
 class SynthesisParameters:
-    """Public parameters of Algorithm 1 and the randomized test.
+    """Public parameters of the synthesis and the randomized test.
 
     Attributes:
-        claims_per_object: ``m``, synthetic claims released per object (at most).
+        claims_per_object: ``m``, synthetic claims released per object (exactly).
         k: the plausible-deniability threshold before noise (``k ≥ 1``).
         gamma: the interval ratio ``γ > 1`` of the test.
-        epsilon0: the threshold noise parameter, ``k̃ = k + Lap(1/ε0)``.
-        precision: released values are multiples of it; ``P(y|x)`` is the mass of its cell.
-        max_attempts_per_object: cap on candidates tested per object (every test counts).
+        epsilon0: the threshold noise parameter, ``N = ⌈Lap(1/ε0)⌉``.
+        grid: the public value range and precision (every released value is on it).
+        fallback_probability: ``q0``, a multiple of ``10⁻⁶`` in ``(0, 1)``.
+        max_attempts_per_claim: ``T``, the attempts one claim slot may take.
         batch_size: candidates drawn per round (one keyed stream per object and round).
+        minimum_claims: objects with fewer claims than ``max(k, minimum_claims)`` are suppressed (a
+            rule on public claim counts; a larger floor than ``k`` tightens the guarantee).
     """
 
     claims_per_object: int
     k: int
     gamma: float
     epsilon0: float
-    precision: float
-    max_attempts_per_object: int
+    grid: ValueGrid
+    fallback_probability: float
+    max_attempts_per_claim: int
     batch_size: int
+    minimum_claims: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("claims_per_object", "k", "max_attempts_per_object", "batch_size"):
+        for name in ("claims_per_object", "k", "max_attempts_per_claim", "batch_size", "minimum_claims"):
             if not _is_integer(getattr(self, name)):
                 raise ValueError(f"{name} must be an integer")
         checks = [
             (self.claims_per_object >= 1, "claims_per_object (m) must be at least 1"),
             (self.k >= 1, "k must be at least 1"),
-            (np.isfinite(self.gamma) and self.gamma > 1.0, "gamma must be a finite number greater than 1"),
-            (np.isfinite(self.epsilon0) and self.epsilon0 > 0.0, "epsilon0 must be a finite positive number"),
-            (
-                np.isfinite(self.precision) and self.precision > 0.0,
-                "precision must be a finite positive number",
-            ),
-            (self.max_attempts_per_object >= 1, "max_attempts_per_object must be at least 1"),
+            (math.isfinite(self.gamma) and self.gamma > 1.0, "gamma must be a finite number greater than 1"),
+            (math.isfinite(self.epsilon0) and self.epsilon0 > 0.0, "epsilon0 must be a finite positive number"),
+            (0.0 < self.fallback_probability < 1.0, "the fallback probability must be in (0, 1)"),
+            (self.max_attempts_per_claim >= 1, "max_attempts_per_claim must be at least 1"),
             (self.batch_size >= 1, "batch_size must be at least 1"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        if abs(self.fallback_parts_per_million - self.fallback_probability * FALLBACK_DENOMINATOR) > 1e-6:
+            raise ValueError("the fallback probability must be a multiple of 1e-6")
+
+    @property
+    def smallest_released_object(self) -> int:
+        return max(self.k, self.minimum_claims)
+
+    @property
+    def fallback_parts_per_million(self) -> int:
+        return round(self.fallback_probability * FALLBACK_DENOMINATOR)
+
 
 
 @dataclass(frozen=True)
@@ -107,26 +129,16 @@ class BlockSynthesis:
 
     Attributes:
         claims: one row per released synthetic claim: ``object_id``, ``claim_index`` (int32,
-            ``0..released-1`` in draw order), ``value`` (float64, a multiple of the precision);
-            objects in block order.
+            ``0..m-1`` in slot order), ``value`` (float64, a grid value); objects in block order.
         objects: one row per object of the block: ``object_id``, ``claims`` (``|S_i|``),
-            ``released``, ``attempts`` (tests run), ``suppressed`` (fewer than ``k`` claims, never
-            sampled) and ``reason`` (``"fewer than k claims"`` or ``""``). A non-suppressed
-            object with ``released < m`` hit the attempt cap; its shortfall is ``m - released``.
+            ``released`` (``m``, or 0 when suppressed), ``attempts`` (candidates drawn),
+            ``fallbacks`` (slots filled by a fallback draw, tested or capped), ``capped`` (slots
+            that reached the attempt cap), ``suppressed`` and ``reason``. Everything but
+            ``object_id`` and ``released`` is an operator figure computed from the claims.
     """
 
     claims: pd.DataFrame
     objects: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class CandidateDraws:
-    """One round of candidates (leading axes: objects, then candidates in draw order)."""
-
-    seed_index: np.ndarray
-    unrounded_values: np.ndarray
-    values: np.ndarray
-    thresholds: np.ndarray
 
 
 def object_id_key(object_id: object) -> int | str:
@@ -142,14 +154,34 @@ def synthesis_round_generator(
     secret: bytes, release_id: str, object_id: Hashable, round_index: int
 ) -> np.random.Generator:
     """The keyed stream of round ``round_index`` of an object's synthesis."""
-    return keyed_generator(
-        secret, release_id, SYNTHESIS_PURPOSE, (object_id_key(object_id), int(round_index))
-    )
+    return keyed_generator(secret, release_id, SYNTHESIS_PURPOSE, (object_id_key(object_id), int(round_index)))
 
 
-def candidate_uniforms(rng: np.random.Generator, batch_size: int) -> np.ndarray:
-    """``(batch_size, 3)`` uniforms of one round: per candidate (seed, kernel, threshold)."""
-    return rng.random((batch_size, UNIFORMS_PER_CANDIDATE))
+def cap_fallback_value(secret: bytes, release_id: str, object_id: Hashable, slot: int, grid: ValueGrid) -> float:
+    """The grid value of a slot that reached the attempt cap (its own keyed stream)."""
+    rng = keyed_generator(secret, release_id, CAP_PURPOSE, (object_id_key(object_id), int(slot)))
+    return float(grid.values(rng.integers(0, grid.size)))
+
+
+@dataclass(frozen=True)
+class RoundDraws:
+    """One round's random draws for one object, in the contract's order (module docstring)."""
+
+    fallback: np.ndarray
+    fallback_position: np.ndarray
+    seed_uniform: np.ndarray
+    kernel_uniform: np.ndarray
+    test_bits: np.ndarray
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, parameters: SynthesisParameters) -> RoundDraws:
+        batch = parameters.batch_size
+        fallback = rng.integers(0, FALLBACK_DENOMINATOR, size=batch) < parameters.fallback_parts_per_million
+        position = rng.integers(0, parameters.grid.size, size=batch)
+        seed_uniform = rng.random(batch)
+        kernel_uniform = rng.random(batch)
+        test_bits = rng.integers(0, 2**64, size=batch, dtype=np.uint64)
+        return cls(fallback, position, seed_uniform, kernel_uniform, test_bits)
 
 
 def choose_seeds(seed_uniforms: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -164,134 +196,154 @@ def choose_seeds(seed_uniforms: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.minimum(below, cumulative.shape[-1] - 1)
 
 
-def kernel_draws(
-    seed_values: np.ndarray, bandwidth: np.ndarray | float, kernel_uniforms: np.ndarray
+def deniability_counts_of_candidates(
+    candidates: np.ndarray, seeds: np.ndarray, seed_index: np.ndarray, bandwidth: np.ndarray, parameters: SynthesisParameters
 ) -> np.ndarray:
-    """Unrounded kernel draws ``y = x + h·Φ⁻¹(u)``, i.e. ``y ~ N(x, h²)`` (step 4)."""
-    return seed_values + bandwidth * standard_normal_from_uniform(kernel_uniforms)
-
-
-def round_to_precision(values: np.ndarray, precision: float) -> np.ndarray:
-    """``precision · round(values / precision)`` (half to even)."""
-    return precision * np.round(values / precision)
-
-
-def draw_candidates(
-    uniforms: np.ndarray,
-    values: np.ndarray,
-    weights: np.ndarray,
-    bandwidth: np.ndarray | float,
-    parameters: SynthesisParameters,
-) -> CandidateDraws:
-    """Turn a round's uniforms ``(..., B, 3)`` into candidates for objects ``(..., n)``.
-
-    ``bandwidth`` has the objects' leading shape (a scalar for one object).
-    """
-    uniforms = np.asarray(uniforms, dtype=np.float64)
-    values = np.asarray(values, dtype=np.float64)
-    bandwidth = np.asarray(bandwidth, dtype=np.float64)[..., None]
-    seed_index = choose_seeds(uniforms[..., SEED_COLUMN], weights)
-    seed_values = np.take_along_axis(values, seed_index, axis=-1)
-    unrounded = kernel_draws(seed_values, bandwidth, uniforms[..., KERNEL_COLUMN])
-    thresholds = parameters.k + laplace_from_uniform(
-        uniforms[..., THRESHOLD_COLUMN], 1.0 / parameters.epsilon0
+    """``k'`` of each candidate ``(..., B)`` among its object's seeds ``(..., n)``: the seeds whose
+    ``P(y | x)`` lies in the generating seed's ``γ``-interval (0 when the seed's own has none)."""
+    log_probability = truncated_log_probability(
+        candidates[..., :, None], seeds[..., None, :], bandwidth[..., None, None], parameters.grid
     )
-    return CandidateDraws(
-        seed_index=seed_index,
-        unrounded_values=unrounded,
-        values=round_to_precision(unrounded, parameters.precision),
-        thresholds=thresholds,
-    )
+    intervals = deniability_interval_index(log_probability, parameters.gamma)
+    own = np.take_along_axis(intervals, seed_index[..., None], axis=-1)
+    matches = (intervals == own) & (own != NO_INTERVAL)
+    return matches.sum(axis=-1, dtype=np.int64)
 
 
-def _validate_inputs(block: ClaimsBlock, bandwidths: np.ndarray, combined_weights: np.ndarray) -> None:
+def _validate_inputs(block: ClaimsBlock, bandwidths: np.ndarray, seed_weights: np.ndarray, grid: ValueGrid) -> None:
     if bandwidths.shape != (block.number_of_objects,):
-        raise ValueError(
-            f"bandwidths must have one entry per object ({block.number_of_objects}), got {bandwidths.shape}"
-        )
-    if combined_weights.shape != (block.number_of_claims,):
-        raise ValueError(
-            f"combined_weights must have one entry per claim ({block.number_of_claims}), got {combined_weights.shape}"
-        )
+        raise ValueError(f"bandwidths must have one entry per object ({block.number_of_objects}), got {bandwidths.shape}")
+    if seed_weights.shape != (block.number_of_claims,):
+        raise ValueError(f"seed weights must have one entry per claim ({block.number_of_claims}), got {seed_weights.shape}")
     if not np.all(np.isfinite(bandwidths) & (bandwidths > 0.0)):
         raise ValueError("bandwidths must be finite and positive")
-    if not np.all(np.isfinite(combined_weights) & (combined_weights >= 0.0)):
-        raise ValueError("combined_weights must be finite and non-negative")
+    if not np.all(np.isfinite(seed_weights) & (seed_weights >= 0.0)):
+        raise ValueError("seed weights must be finite and non-negative")
     if np.any(block.counts == 0):
         raise ValueError("every object of a block must have at least one claim")
-    if block.number_of_objects and np.any(np.add.reduceat(combined_weights, block.offsets[:-1]) <= 0.0):
-        raise ValueError("every object's combined weights must have a positive sum")
+    if block.number_of_objects and np.any(np.add.reduceat(seed_weights, block.offsets[:-1]) <= 0.0):
+        raise ValueError("every object's seed weights must have a positive sum")
+    if np.any((block.values < grid.low) | (block.values > grid.high)):
+        raise ValueError("claims must lie in the public value range (clip them first)")
+
+
+def _round_candidates(
+    block: ClaimsBlock, bandwidths: np.ndarray, seed_weights: np.ndarray, parameters: SynthesisParameters,
+    objects: np.ndarray, draws: list[RoundDraws], refine: Callable[[int, int], np.random.Generator],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(passed, values)`` of one round's candidates for ``objects`` (rows in that order);
+    ``refine(row, candidate)`` is the stream of an undecided test word."""
+    batch = parameters.batch_size
+    grid = parameters.grid
+    values = np.empty((objects.size, batch), dtype=np.float64)
+    k_prime = np.empty((objects.size, batch), dtype=np.int64)
+    fallback = np.stack([d.fallback for d in draws])
+    counts = block.counts[objects]
+    order = np.argsort(counts, kind="stable")
+    boundaries = np.flatnonzero(np.diff(counts[order])) + 1
+    for group in np.split(order, boundaries):
+        if group.size == 0:
+            continue
+        n = int(counts[group[0]])
+        per_chunk = max(1, _PAIRS_PER_CHUNK // (batch * n))
+        for start in range(0, group.size, per_chunk):
+            rows = group[start : start + per_chunk]
+            members = objects[rows]
+            claim_index = block.offsets[members][:, None] + np.arange(n)
+            seeds = block.values[claim_index]
+            bandwidth = bandwidths[members]
+            seed_uniform = np.stack([draws[row].seed_uniform for row in rows])
+            kernel_uniform = np.stack([draws[row].kernel_uniform for row in rows])
+            seed_index = choose_seeds(seed_uniform, seed_weights[claim_index])
+            seed_values = np.take_along_axis(seeds, seed_index, axis=-1)
+            candidates = truncated_kernel_draws(seed_values, bandwidth[:, None], grid, kernel_uniform)
+            k_prime[rows] = deniability_counts_of_candidates(candidates, seeds, seed_index, bandwidth, parameters)
+            fallback_values = grid.values(np.stack([draws[row].fallback_position for row in rows]))
+            values[rows] = np.where(fallback[rows], fallback_values, candidates)
+    bits = np.stack([d.test_bits for d in draws])
+    tested = threshold_test_passes(k_prime - parameters.k, parameters.epsilon0, bits,
+                                   lambda position: refine(*divmod(position, batch)))
+    return fallback | tested, values
+
+
+@dataclass
+class _SlotState:
+    """Per object: claim slots filled, attempts in the current slot, totals (all vectors over objects)."""
+
+    filled: np.ndarray
+    run: np.ndarray
+    attempts: np.ndarray
+    fallbacks: np.ndarray
+    capped: np.ndarray
 
 
 def synthesize_block(
     block: ClaimsBlock,
     bandwidths: np.ndarray,
-    combined_weights: np.ndarray,
+    seed_weights: np.ndarray,
     parameters: SynthesisParameters,
     secret: bytes,
     release_id: str,
 ) -> BlockSynthesis:
-    """Algorithm 1 for every object of ``block``, vectorized across objects.
+    """The synthesis for every object of ``block``, vectorized across objects.
 
     Args:
-        block: whole objects' claims ``x_is``.
-        bandwidths: ``(O,)`` per-object kernel bandwidth ``h_i > 0``.
-        combined_weights: ``(N,)`` per-claim seed probabilities ``c_is`` (normalized per object
-            here, so only their ratios matter).
+        block: whole objects' claims ``x_is``, inside the public value range.
+        bandwidths: ``(O,)`` public per-object kernel bandwidths ``h_i > 0``.
+        seed_weights: ``(N,)`` per-claim seed weights ``c_is`` (normalized per object here).
         parameters: the public synthesis parameters.
-        secret, release_id: the release's keyed randomness (see module docstring for the streams).
+        secret, release_id: the release's keyed randomness (module docstring for the streams).
 
-    Each object's output depends only on its own claims, weights, bandwidth, id and the
-    release's secret — not on the other objects of the block, on chunking or on the engine.
+    Each object's output depends only on its own claims, weights, bandwidth, id and the release's
+    secret — not on the other objects of the block, on chunking or on the engine.
     """
     bandwidths = np.asarray(bandwidths, dtype=np.float64)
-    combined_weights = np.asarray(combined_weights, dtype=np.float64)
-    _validate_inputs(block, bandwidths, combined_weights)
-    m = parameters.claims_per_object
-    batch = parameters.batch_size
-    cap = parameters.max_attempts_per_object
+    seed_weights = np.asarray(seed_weights, dtype=np.float64)
+    grid = parameters.grid
+    _validate_inputs(block, bandwidths, seed_weights, grid)
+    m, cap = parameters.claims_per_object, parameters.max_attempts_per_claim
     counts = block.counts.astype(np.int64)
-    number_of_objects = block.number_of_objects
-    eligible = counts >= parameters.k
-    released = np.zeros(number_of_objects, dtype=np.int64)
-    attempts = np.zeros(number_of_objects, dtype=np.int64)
+    objects = block.number_of_objects
+    eligible = counts >= parameters.smallest_released_object
     keys = [object_id_key(object_id) for object_id in block.object_ids]
-    released_objects: list[np.ndarray] = []
-    released_values: list[np.ndarray] = []
+    state = _SlotState(*(np.zeros(objects, dtype=np.int64) for _ in range(5)))
+    released = np.zeros((objects, m), dtype=np.float64)
 
     active = np.flatnonzero(eligible)
     round_index = 0
     while active.size:
-        uniforms = np.empty((active.size, batch, UNIFORMS_PER_CANDIDATE), dtype=np.float64)
+        draws = [RoundDraws.draw(keyed_generator(secret, release_id, SYNTHESIS_PURPOSE, (keys[o], round_index)),
+                                 parameters) for o in active]
+        passed, values = _round_candidates(
+            block, bandwidths, seed_weights, parameters, active, draws,
+            lambda row, candidate, r=round_index, rows=active: keyed_generator(
+                secret, release_id, REFINE_PURPOSE, (keys[rows[row]], r, candidate)),
+        )
+        fallback = np.stack([d.fallback for d in draws])
         for row, object_index in enumerate(active):
-            rng = keyed_generator(secret, release_id, SYNTHESIS_PURPOSE, (keys[object_index], round_index))
-            rng.random(out=uniforms[row])
-        passed, values = _test_round(block, bandwidths, combined_weights, parameters, active, uniforms)
-
-        within_cap = (round_index * batch + np.arange(batch)) < cap
-        need = m - released[active]
-        candidate_passes = passed & within_cap
-        passes_so_far = np.cumsum(candidate_passes, axis=1)
-        release_mask = candidate_passes & (passes_so_far <= need[:, None])
-        completes = passes_so_far[:, -1] >= need
-        completing_attempt = np.argmax(passes_so_far >= need[:, None], axis=1)
-        attempts[active] += np.where(completes, completing_attempt + 1, int(within_cap.sum()))
-        released[active] += release_mask.sum(axis=1)
-        rows, columns = np.nonzero(release_mask)
-        released_objects.append(active[rows])
-        released_values.append(values[rows, columns])
-
-        active = active[(released[active] < m) & (attempts[active] < cap)]
+            _consume_round(state, released, object_index, passed[row], values[row], fallback[row], m, cap,
+                           lambda slot, o=object_index: cap_fallback_value(secret, release_id, block.object_ids[o],
+                                                                           slot, grid))
+        active = active[state.filled[active] < m]
         round_index += 1
 
+    released_objects = np.flatnonzero(eligible)
     return BlockSynthesis(
-        claims=_claims_frame(block, released_objects, released_values),
+        claims=pd.DataFrame(
+            {
+                OBJECT_ID: np.repeat(block.object_ids[released_objects], m),
+                "claim_index": np.tile(np.arange(m, dtype=np.int32), released_objects.size),
+                VALUE: released[released_objects].ravel(),
+            }
+        ),
         objects=pd.DataFrame(
             {
                 OBJECT_ID: block.object_ids,
                 "claims": counts,
-                "released": released,
-                "attempts": attempts,
+                "released": np.where(eligible, m, 0).astype(np.int64),
+                "attempts": state.attempts,
+                "fallbacks": state.fallbacks,
+                "capped": state.capped,
                 "suppressed": ~eligible,
                 "reason": np.where(eligible, "", REASON_FEWER_THAN_K).astype(object),
             }
@@ -299,62 +351,50 @@ def synthesize_block(
     )
 
 
-def _test_round(
-    block: ClaimsBlock,
-    bandwidths: np.ndarray,
-    combined_weights: np.ndarray,
-    parameters: SynthesisParameters,
-    active: np.ndarray,
-    uniforms: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Draw and test one round's candidates for the ``active`` objects; objects grouped by ``|S_i|``."""
-    batch = parameters.batch_size
-    passed = np.empty((active.size, batch), dtype=bool)
-    values = np.empty((active.size, batch), dtype=np.float64)
-    active_counts = block.counts[active]
-    order = np.argsort(active_counts, kind="stable")
-    boundaries = np.flatnonzero(np.diff(active_counts[order])) + 1
-    for group in np.split(order, boundaries):
-        n = int(active_counts[group[0]])
-        per_chunk = max(1, _PAIRS_PER_CHUNK // (batch * n))
-        for start in range(0, group.size, per_chunk):
-            rows = group[start : start + per_chunk]
-            objects = active[rows]
-            claim_index = block.offsets[objects][:, None] + np.arange(n)
-            seeds = block.values[claim_index]
-            bandwidth = bandwidths[objects]
-            draws = draw_candidates(
-                uniforms[rows], seeds, combined_weights[claim_index], bandwidth, parameters
-            )
-            log_probabilities = rounded_value_log_probability(
-                draws.values[:, :, None], seeds[:, None, :], bandwidth[:, None, None], parameters.precision
-            )
-            passed[rows] = plausible_deniability_test(
-                log_probabilities, draws.seed_index, parameters.gamma, draws.thresholds
-            )
-            values[rows] = draws.values
-    return passed, values
+def _consume_round(state: _SlotState, released: np.ndarray, index: int, passed: np.ndarray, values: np.ndarray,
+                   fallback: np.ndarray, m: int, cap: int, cap_value) -> None:
+    """Feed one object's round of candidates to its claim slots, in draw order.
 
-
-def _claims_frame(
-    block: ClaimsBlock, released_objects: list[np.ndarray], released_values: list[np.ndarray]
-) -> pd.DataFrame:
-    if released_objects:
-        objects = np.concatenate(released_objects)
-        values = np.concatenate(released_values)
+    Fast path (every case but a slot reaching its cap inside this round): the passes fill the
+    slots in order and the failure runs between them stay below the cap. Otherwise the candidates
+    are walked one by one (probability at most ``(1 − q0)^T`` per slot).
+    """
+    filled, run = int(state.filled[index]), int(state.run[index])
+    needed = m - filled
+    positions = np.flatnonzero(passed)[:needed]
+    completes = positions.size == needed
+    if positions.size:
+        runs = [run + int(positions[0])] + (np.diff(positions) - 1).tolist()
+        if not completes:
+            runs.append(passed.size - 1 - int(positions[-1]))
     else:
-        objects = np.empty(0, dtype=np.int64)
-        values = np.empty(0, dtype=np.float64)
-    order = np.argsort(objects, kind="stable")
-    objects = objects[order]
-    claim_index = np.arange(objects.size, dtype=np.int64) - np.searchsorted(objects, objects, side="left")
-    return pd.DataFrame(
-        {
-            OBJECT_ID: block.object_ids[objects],
-            "claim_index": claim_index.astype(np.int32),
-            VALUE: values[order].astype(np.float64),
-        }
-    )
+        runs = [run + passed.size]
+    if max(runs) < cap:
+        released[index, filled : filled + positions.size] = values[positions]
+        state.fallbacks[index] += int(np.count_nonzero(fallback[positions]))
+        state.filled[index] = filled + positions.size
+        if completes:
+            state.attempts[index] += int(positions[-1]) + 1
+            state.run[index] = 0
+        else:
+            state.attempts[index] += passed.size
+            state.run[index] = runs[-1]
+        return
+    for position in range(passed.size):
+        if filled == m:
+            break
+        state.attempts[index] += 1
+        run += 1
+        if passed[position]:
+            released[index, filled] = values[position]
+            state.fallbacks[index] += int(fallback[position])
+            filled, run = filled + 1, 0
+        elif run == cap:
+            released[index, filled] = cap_value(filled)
+            state.fallbacks[index] += 1
+            state.capped[index] += 1
+            filled, run = filled + 1, 0
+    state.filled[index], state.run[index] = filled, run
 
 
 def synthesize_object_reference(
@@ -362,67 +402,83 @@ def synthesize_object_reference(
     weights: np.ndarray,
     bandwidth: float,
     parameters: SynthesisParameters,
-    rng: Callable[[int], np.random.Generator] | np.random.Generator,
+    secret: bytes,
+    release_id: str,
+    object_id: Hashable,
 ) -> list[float]:
-    """Algorithm 1 for one object, one candidate at a time — the plain form that tests the block.
-
-    ``rng`` gives round ``r``'s generator (e.g. ``lambda r: synthesis_round_generator(secret,
-    release_id, object_id, r)``, which reproduces ``synthesize_block``), or is one generator used
-    for all rounds. Each candidate takes its three uniforms from the current round's stream;
-    the seed is chosen by a running sum, ``k'`` is counted by a loop over the seeds. Returns the
-    released values in draw order (empty for an object with fewer than ``k`` claims).
-    """
-    values = [float(v) for v in np.asarray(values, dtype=np.float64)]
-    weights = [float(w) for w in np.asarray(weights, dtype=np.float64)]
-    if len(values) < parameters.k:
+    """The synthesis of one object, one candidate and one slot at a time — the plain form that
+    tests the block. Same streams as :func:`synthesize_block`; ``k'`` counted by a loop over the
+    seeds. Returns the ``m`` released values (empty for an object with fewer than ``k`` claims)."""
+    values = np.asarray(values, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    if values.size < parameters.smallest_released_object:
         return []
-    precision = parameters.precision
+    grid = parameters.grid
     released: list[float] = []
-    attempts = 0
+    run = 0
     round_index = 0
-    while len(released) < parameters.claims_per_object and attempts < parameters.max_attempts_per_object:
-        generator = rng(round_index) if callable(rng) else rng
-        for _ in range(parameters.batch_size):
-            if (
-                len(released) >= parameters.claims_per_object
-                or attempts >= parameters.max_attempts_per_object
-            ):
+    while len(released) < parameters.claims_per_object:
+        draws = RoundDraws.draw(synthesis_round_generator(secret, release_id, object_id, round_index), parameters)
+        for b in range(parameters.batch_size):
+            if len(released) == parameters.claims_per_object:
                 break
-            seed_uniform, kernel_uniform, threshold_uniform = generator.random(UNIFORMS_PER_CANDIDATE)
-            attempts += 1
-
-            running_sum = 0.0
-            cumulative = []
-            for weight in weights:
-                running_sum += weight
-                cumulative.append(running_sum)
-            target = seed_uniform * running_sum
-            seed = len(values) - 1
-            for index, partial in enumerate(cumulative):
-                if target < partial:
-                    seed = index
-                    break
-
-            candidate = values[seed] + bandwidth * standard_normal_from_uniform(kernel_uniform)
-            candidate = precision * np.round(candidate / precision)
-            threshold = parameters.k + laplace_from_uniform(threshold_uniform, 1.0 / parameters.epsilon0)
-
-            intervals = [
-                int(
-                    deniability_interval_index(
-                        rounded_value_log_probability(candidate, value, bandwidth, precision),
-                        parameters.gamma,
-                    )
-                )
-                for value in values
-            ]
-            own = intervals[seed]
-            k_prime = 0
-            if own != NO_INTERVAL:
-                for interval in intervals:
-                    if interval == own:
-                        k_prime += 1
-            if k_prime >= threshold:
-                released.append(float(candidate))
+            run += 1
+            if draws.fallback[b]:
+                candidate, passes = float(grid.values(draws.fallback_position[b])), True
+            else:
+                seed = int(choose_seeds(draws.seed_uniform[b : b + 1], weights)[0])
+                candidate = float(truncated_kernel_draws(values[seed], bandwidth, grid, draws.kernel_uniform[b]))
+                intervals = [
+                    int(deniability_interval_index(truncated_log_probability(candidate, x, bandwidth, grid), parameters.gamma))
+                    for x in values
+                ]
+                own = intervals[seed]
+                k_prime = 0 if own == NO_INTERVAL else sum(1 for interval in intervals if interval == own)
+                passes = bool(threshold_test_passes(
+                    np.array([k_prime - parameters.k]), parameters.epsilon0, draws.test_bits[b : b + 1],
+                    lambda _, r=round_index, c=b: keyed_generator(
+                        secret, release_id, REFINE_PURPOSE, (object_id_key(object_id), r, c)),
+                )[0])
+            if passes:
+                released.append(candidate)
+                run = 0
+            elif run == parameters.max_attempts_per_claim:
+                released.append(cap_fallback_value(secret, release_id, object_id, len(released), grid))
+                run = 0
         round_index += 1
     return released
+
+
+def attempt_law(
+    values: np.ndarray, weights: np.ndarray, bandwidth: float, parameters: SynthesisParameters
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact law of one attempt on an object, by enumeration of the grid: ``(grid values,
+    A(y))`` where ``A(y)`` is the probability that the attempt passes *with value* ``y``;
+    ``1 − Σ A`` is the probability that it fails. For the privacy analysis and its tests:
+
+    ``A(y) = q0/|grid| + (1 − q0) Σ_s c_s P(y | x_s) P(N ≤ k'_s(y) − k)``.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    weights = weights / weights.sum()
+    grid = parameters.grid
+    y = grid.all_values()
+    log_probability = truncated_log_probability(y[:, None], values[None, :], bandwidth, grid)
+    intervals = deniability_interval_index(log_probability, parameters.gamma)
+    same = (intervals[:, :, None] == intervals[:, None, :]) & (intervals[:, :, None] != NO_INTERVAL)
+    k_prime = same.sum(axis=2)
+    pass_probability = threshold_noise_cdf(k_prime - parameters.k, parameters.epsilon0)
+    q0 = parameters.fallback_probability
+    tested = (np.exp(log_probability) * pass_probability) @ weights
+    return y, q0 / grid.size + (1.0 - q0) * tested
+
+
+def released_claim_law(
+    values: np.ndarray, weights: np.ndarray, bandwidth: float, parameters: SynthesisParameters
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact law of one released claim (one slot, attempt cap included): ``(grid values, L(y))``
+    with ``L = A (1 − (1 − S)^T) / S + (1 − S)^T / |grid|`` and ``S = Σ A``."""
+    y, attempt = attempt_law(values, weights, bandwidth, parameters)
+    passing = attempt.sum()
+    capped = (1.0 - passing) ** parameters.max_attempts_per_claim
+    return y, attempt * (1.0 - capped) / passing + capped / parameters.grid.size

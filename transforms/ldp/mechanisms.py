@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse
 from scipy.optimize import linprog
 
+from transforms.core.exact_sampling import sample_geometric_exp
+
 PLANAR_TAIL_TOLERANCE = 1e-12
 PLANAR_MAX_RADIUS = 6000
 SHOKRI_MAX_CELLS = 144
@@ -235,8 +237,10 @@ class TruncatedGeometric:
 
     def sanitize(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         secrets = _as_secrets(values, self.input_size)
-        success = -math.expm1(-self.epsilon)
-        noise = rng.geometric(success, size=secrets.size) - rng.geometric(success, size=secrets.size)
+        # the difference of two exact geometrics with ratio e^{−ε} is the two-sided geometric
+        noise = sample_geometric_exp(self.epsilon, secrets.size, rng) - sample_geometric_exp(
+            self.epsilon, secrets.size, rng
+        )
         return np.clip(secrets + noise, 0, self.input_size - 1).astype(np.int64)
 
     def to_spec(self) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from transforms.tabular.contingency import contingency_counts
-from transforms.tabular.exponential_mechanism import exponential_mechanism_choice
+from transforms.tabular.exponential_mechanism import private_choice
 from transforms.tabular.network_structure import NetworkStructure
 from transforms.tabular.structure_scores import (
     MUTUAL_INFORMATION,
@@ -303,7 +303,7 @@ def choose_step(
     if sensitivity == 0.0:
         return candidates[int(rng.integers(len(candidates)))]
     scores = [candidate_score(score, candidate.child, candidate.parents, tables) for candidate in candidates]
-    return candidates[exponential_mechanism_choice(scores, sensitivity, epsilon_step, rng)]
+    return candidates[private_choice(scores, sensitivity, epsilon_step, rng)]
 
 
 def choose_first_attribute(attribute_count: int, rng: np.random.Generator) -> int:

@@ -1,6 +1,7 @@
 """The crowd release's worker-side functions (``pipelines/crowd/blocks.py``) on small hand-built
-frames, against hand-computed bandwidths and weights and the ``transforms.crowd`` functions called
-directly; each object's output must not depend on the other objects of its frame."""
+frames, against hand-computed weights and the ``transforms.crowd`` functions called directly; each
+object's output must not depend on the other objects of its frame. The bandwidth is the release's
+public constant (``prepare_block``'s side value), never fitted to the claims."""
 
 from __future__ import annotations
 
@@ -27,14 +28,16 @@ from pipelines.crowd.blocks import (
 )
 from transforms.crowd.bandwidth import object_bandwidths
 from transforms.crowd.claims_block import ClaimsBlock
-from transforms.crowd.combined_weights import clip_weight_ratio, combined_weights
+from transforms.crowd.combined_weights import clip_weight_ratio, seed_weights
 from transforms.crowd.contribution_bound import bound_source_contributions
-from transforms.crowd.global_weights import SourceQuality, global_weights, source_loss_contributions
+from transforms.crowd.global_weights import SourceQuality, source_loss_contributions
 from transforms.crowd.local_weights import local_weights
 from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
+from transforms.crowd.value_grid import ValueGrid
 
 SECRET = bytes(range(32))
-FLOOR = 1e-3
+BANDWIDTH_VALUE = 1.25
+RATIO_CAP, LOCAL_RATIO_CAP = 3.0, 1.5
 # Object 20 has claims from sources 1..5, object 10 from 1, 3, 4 (one outlier), object 30 only equal values.
 CLAIMS = pd.DataFrame(
     {
@@ -44,23 +47,30 @@ CLAIMS = pd.DataFrame(
     }
 )
 QUALITY = SourceQuality(source_ids=np.array([1, 2, 3, 4, 5]), quality=np.array([1.0, 2.0, 0.5, 4.0, 1.5]))
-PARAMETERS = SynthesisParameters(claims_per_object=3, k=3, gamma=2.0, epsilon0=1.0, precision=0.01,
-                                 max_attempts_per_object=200, batch_size=16)
+GRID = ValueGrid(-5.0, 15.0, 0.25)
 
 
-def silverman(values: list[float], floor: float) -> float:
-    """``max(0.9 · min(sd, IQR/1.349, MAD/0.6745) · n^(-1/5), floor)`` with NumPy's own statistics."""
-    array = np.array(values)
-    sd = np.std(array, ddof=1)
-    q1, q3 = np.percentile(array, [25, 75])
-    mad = np.median(np.abs(array - np.median(array)))
-    return max(0.9 * min(sd, (q3 - q1) / 1.349, mad / 0.6745) * len(array) ** -0.2, floor)
+def parameters(**overrides) -> SynthesisParameters:
+    values = dict(claims_per_object=3, k=3, gamma=2.0, epsilon0=1.0, grid=GRID, fallback_probability=0.1,
+                  max_attempts_per_claim=20, batch_size=16)
+    values.update(overrides)
+    return SynthesisParameters(**values)
 
 
-def side(method: str, cap: float = 3.0) -> SynthesisSide:
+PARAMETERS = parameters()
+
+
+def side(method: str, cap: float = RATIO_CAP, local_cap: float = LOCAL_RATIO_CAP,
+         synthesis: SynthesisParameters = PARAMETERS) -> SynthesisSide:
     return SynthesisSide(source_quality=QUALITY, weights_method=method, local_tolerance=1e-6,
-                         local_max_iterations=50, weight_ratio_cap=cap, parameters=PARAMETERS, secret=SECRET,
-                         release_id="blocks")
+                         local_max_iterations=50, weight_ratio_cap=cap, local_ratio_cap=local_cap,
+                         parameters=synthesis, secret=SECRET, release_id="blocks")
+
+
+def clipped_by_hand(factor: np.ndarray, cap: float) -> np.ndarray:
+    """One object's factor with every entry raised to at least ``max / cap``, normalized."""
+    raised = np.maximum(factor, factor.max() / cap)
+    return raised / raised.sum()
 
 
 def test_prepared_schema_appends_the_bandwidth() -> None:
@@ -71,88 +81,144 @@ def test_prepared_schema_appends_the_bandwidth() -> None:
     assert prepared.field(BANDWIDTH).type == pa.float64() and not prepared.field(BANDWIDTH).nullable
 
 
-def test_prepare_block_orders_the_claims_and_attaches_hand_computed_bandwidths() -> None:
-    prepared = prepare_block(CLAIMS.sample(frac=1.0, random_state=3), FLOOR)
+def test_prepare_block_orders_the_claims_and_attaches_the_public_bandwidth() -> None:
+    prepared = prepare_block(CLAIMS.sample(frac=1.0, random_state=3), BANDWIDTH_VALUE)
     assert list(prepared.columns) == ["object_id", "source_id", "value", BANDWIDTH]
     assert prepared["object_id"].tolist() == [10, 10, 10, 20, 20, 20, 20, 20, 30, 30, 30]
     assert prepared["source_id"].tolist() == [1, 3, 4, 1, 2, 3, 4, 5, 1, 2, 3]
     assert prepared["value"].tolist() == [0.0, 0.5, 7.0, 1.0, 2.0, 3.0, 4.0, 10.0, 2.5, 2.5, 2.5]
-    expected = {10: silverman([0.0, 0.5, 7.0], FLOOR), 20: silverman([1.0, 2.0, 3.0, 4.0, 10.0], FLOOR), 30: FLOOR}
-    for object_id, bandwidth in expected.items():
-        np.testing.assert_allclose(prepared.loc[prepared["object_id"] == object_id, BANDWIDTH], bandwidth, rtol=1e-12)
-    assert expected[10] > FLOOR and expected[20] > FLOOR
+    assert prepared[BANDWIDTH].dtype == np.float64
+    # the same public constant for every object, whatever its claims (object 30's are all equal)
+    assert prepared[BANDWIDTH].tolist() == [BANDWIDTH_VALUE] * 11
+    # and not the data-fitted rule: that would differ per object
+    fitted = object_bandwidths(ClaimsBlock.from_frame(CLAIMS), 1e-3)
+    assert len(set(fitted.tolist())) == 3
+
+
+def test_the_bandwidth_does_not_depend_on_the_claims() -> None:
+    moved = CLAIMS.assign(value=CLAIMS["value"] * 7.0 - 3.0)
+    assert prepare_block(moved, 0.5)[BANDWIDTH].tolist() == prepare_block(CLAIMS, 0.5)[BANDWIDTH].tolist()
+    assert prepare_block(CLAIMS, 4)[BANDWIDTH].tolist() == [4.0] * 11
 
 
 def test_prepared_block_recovers_the_block_and_one_bandwidth_per_object() -> None:
-    prepared = prepare_block(CLAIMS, FLOOR)
+    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
     block, bandwidths = prepared_block(prepared.iloc[::-1].reset_index(drop=True))
     reference = ClaimsBlock.from_frame(CLAIMS)
     for name in ("object_ids", "offsets", "source_ids", "values"):
         np.testing.assert_array_equal(getattr(block, name), getattr(reference, name))
-    np.testing.assert_array_equal(bandwidths, object_bandwidths(reference, FLOOR))
+    np.testing.assert_array_equal(bandwidths, [BANDWIDTH_VALUE] * 3)
 
 
 def test_global_pass_matches_the_source_loss_contributions() -> None:
-    prepared = prepare_block(CLAIMS, FLOOR)
+    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
     result = global_pass_block(prepared, GlobalPassSide(QUALITY))
     block = ClaimsBlock.from_frame(CLAIMS)
-    expected = source_loss_contributions(block, object_bandwidths(block, FLOOR), QUALITY)
+    expected = source_loss_contributions(block, np.full(3, BANDWIDTH_VALUE), QUALITY)
     pd.testing.assert_frame_equal(result, expected)
     assert result["source_id"].tolist() == [1, 2, 3, 4, 5]
     assert result["objects"].tolist() == [3, 2, 3, 2, 1]
+    # another bandwidth gives other losses: the side value really is used
+    other = global_pass_block(prepare_block(CLAIMS, 4.0 * BANDWIDTH_VALUE), GlobalPassSide(QUALITY))
+    assert not other["loss_fixed"].equals(result["loss_fixed"])
 
 
-def test_object_weights_of_each_method() -> None:
-    block, bandwidths = prepared_block(prepare_block(CLAIMS, FLOOR))
+def test_uniform_and_global_weights_by_hand() -> None:
+    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
     uniform = object_weights(block, bandwidths, side("uniform"))
     np.testing.assert_allclose(uniform, np.repeat([1 / 3, 1 / 5, 1 / 3], [3, 5, 3]), rtol=1e-15)
+    # The global factor is sqrt(g): object 10 (sources 1, 3, 4: g = 1, 0.5, 4) has sqrt ratio 2 sqrt 2 < 100.
     global_ = object_weights(block, bandwidths, side("global", cap=100.0))
-    # Object 10 (sources 1, 3, 4: g = 1, 0.5, 4) and object 20 (sources 1..5: g = 1, 2, 0.5, 4, 1.5).
-    np.testing.assert_allclose(global_[:3], np.array([1.0, 0.5, 4.0]) / 5.5, rtol=1e-15)
-    np.testing.assert_allclose(global_[3:8], np.array([1.0, 2.0, 0.5, 4.0, 1.5]) / 9.0, rtol=1e-15)
-    # With R = 2 the smallest weight of object 10 is raised to 4/2 = 2: weights (2, 2, 4) / 8.
-    capped = object_weights(block, bandwidths, side("global", cap=2.0))
+    root = np.sqrt([1.0, 0.5, 4.0])
+    np.testing.assert_allclose(global_[:3], root / root.sum(), rtol=1e-15)
+    root = np.sqrt([1.0, 2.0, 0.5, 4.0, 1.5])
+    np.testing.assert_allclose(global_[3:8], root / root.sum(), rtol=1e-15)
+    root = np.sqrt([1.0, 2.0, 0.5])  # object 30: sources 1, 2, 3
+    np.testing.assert_allclose(global_[8:], root / root.sum(), rtol=1e-15)
+    # With R = 2 the smallest factors of object 10 are raised to 2/2 = 1: (1, 1, 2) / 4.
+    capped = object_weights(block, bandwidths, side("global", cap=2.0, local_cap=2.0))
     np.testing.assert_allclose(capped[:3], [0.25, 0.25, 0.5], rtol=1e-15)
-    np.testing.assert_array_equal(capped, clip_weight_ratio(global_weights(block, QUALITY), block.offsets, 2.0))
+    raised = np.array([1.0, np.sqrt(2.0), 1.0, 2.0, np.sqrt(1.5)])
+    np.testing.assert_allclose(capped[3:8], raised / raised.sum(), rtol=1e-15)
+
+
+@pytest.mark.parametrize("method", ["uniform", "global", "local", "combined"])
+def test_object_weights_are_the_seed_weights_of_the_method(method: str) -> None:
+    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
+    weights = object_weights(block, bandwidths, side(method))
     local = local_weights(block, bandwidths, 1e-6, 50).weights
-    np.testing.assert_array_equal(object_weights(block, bandwidths, side("local")),
-                                  clip_weight_ratio(local, block.offsets, 3.0))
-    np.testing.assert_array_equal(object_weights(block, bandwidths, side("combined")),
-                                  combined_weights(block, local, QUALITY.lookup(block.source_ids), 3.0))
-    for method in ("uniform", "global", "local", "combined"):
-        weights = object_weights(block, bandwidths, side(method))
-        totals = np.add.reduceat(weights, block.offsets[:-1])
-        np.testing.assert_allclose(totals, 1.0, rtol=1e-12)
-        ratios = np.maximum.reduceat(weights, block.offsets[:-1]) / np.minimum.reduceat(weights, block.offsets[:-1])
-        assert np.all(ratios <= 3.0)
+    np.testing.assert_array_equal(
+        weights, seed_weights(block, method, local, QUALITY.lookup(block.source_ids), RATIO_CAP, LOCAL_RATIO_CAP)
+    )
+    global_factor, local_factor = np.sqrt(QUALITY.lookup(block.source_ids)), np.sqrt(local)
+    for index in range(block.number_of_objects):
+        part = block.object_slice(index)
+        expected = {
+            "uniform": np.full(block.counts[index], 1.0 / block.counts[index]),
+            "global": clipped_by_hand(global_factor[part], RATIO_CAP),
+            "local": clipped_by_hand(local_factor[part], RATIO_CAP),
+            "combined": clipped_by_hand(clipped_by_hand(global_factor[part], RATIO_CAP / LOCAL_RATIO_CAP)
+                                        * clipped_by_hand(local_factor[part], LOCAL_RATIO_CAP), np.inf),
+        }[method]
+        np.testing.assert_allclose(weights[part], expected, rtol=1e-12)
+    totals = np.add.reduceat(weights, block.offsets[:-1])
+    np.testing.assert_allclose(totals, 1.0, rtol=1e-12)
+    ratios = np.maximum.reduceat(weights, block.offsets[:-1]) / np.minimum.reduceat(weights, block.offsets[:-1])
+    assert np.all(ratios <= RATIO_CAP * (1 + 1e-12))
 
 
-@pytest.mark.parametrize("method", ["combined", "uniform"])
-def test_synthesis_block_is_synthesize_block_with_one_summary_row_per_object(method: str) -> None:
-    prepared = prepare_block(CLAIMS, FLOOR)
-    result = synthesis_block(prepared, side(method))
+def test_the_local_factor_is_what_the_combined_weights_take_from_the_claims() -> None:
+    """Object 10's outlier (7.0) gets a smaller local weight; in the combined weights its factor is
+    lifted to at least ``max / R_l``, so the local part's ratio is at most ``R_l``."""
+    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
+    local = local_weights(block, bandwidths, 1e-6, 50).weights
+    assert local[2] < local[0]
+    combined = object_weights(block, bandwidths, side("combined"))
+    global_part = clip_weight_ratio(np.sqrt(QUALITY.lookup(block.source_ids)), block.offsets,
+                                    RATIO_CAP / LOCAL_RATIO_CAP)
+    local_part = combined / global_part
+    for index in range(block.number_of_objects):
+        part = local_part[block.object_slice(index)]
+        assert part.max() / part.min() <= LOCAL_RATIO_CAP * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("method", "overrides"), [("combined", {}), ("uniform", {}),
+                                                   ("global", {"max_attempts_per_claim": 1})])
+def test_synthesis_block_is_synthesize_block_with_one_summary_row_per_object(method: str, overrides: dict) -> None:
+    synthesis = parameters(**overrides)
+    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
+    result = synthesis_block(prepared, side(method, synthesis=synthesis))
     block, bandwidths = prepared_block(prepared)
-    direct = synthesize_block(block, bandwidths, object_weights(block, bandwidths, side(method)), PARAMETERS,
-                              SECRET, "blocks")
+    local = local_weights(block, bandwidths, 1e-6, 50).weights
+    weights = seed_weights(block, method, local, QUALITY.lookup(block.source_ids), RATIO_CAP, LOCAL_RATIO_CAP)
+    direct = synthesize_block(block, np.full(3, BANDWIDTH_VALUE), weights, synthesis, SECRET, "blocks")
     assert result["object_id"].tolist() == sorted(result["object_id"].tolist())
     claims = released_rows(result, None)
     assert list(claims.columns) == ["object_id", "claim_index", "value"]
-    assert claims["claim_index"].dtype == np.int32
+    assert claims["claim_index"].dtype == np.int32 and claims["value"].dtype == np.float64
     expected_claims = direct.claims.astype({"claim_index": np.int32, "value": np.float64})
     pd.testing.assert_frame_equal(claims, expected_claims[["object_id", "claim_index", "value"]].reset_index(drop=True))
+    assert claims.groupby("object_id").size().tolist() == [3, 3, 3]
+    assert claims["value"].between(GRID.low, GRID.high).all()
+    np.testing.assert_array_equal(claims["value"] / GRID.precision, np.rint(claims["value"] / GRID.precision))
     summary = summary_rows(result, None)
+    assert list(summary.columns) == ["object_id", "claim_index", "value", "claims", "released", "attempts",
+                                     "fallbacks", "capped", "suppressed", "reason"]
     assert summary["claim_index"].tolist() == [SUMMARY_ROW] * 3
     assert summary["object_id"].tolist() == [10, 20, 30]
-    for column in ("claims", "released", "attempts", "suppressed", "reason"):
+    for column in ("claims", "released", "attempts", "fallbacks", "capped", "suppressed", "reason"):
         assert summary[column].tolist() == direct.objects[column].tolist(), column
     assert summary["claims"].tolist() == [3, 5, 3]
     assert summary["suppressed"].tolist() == [False, False, False]
-    assert (summary["released"] <= PARAMETERS.claims_per_object).all()
-    assert summary["released"].sum() == len(claims) > 0
+    assert summary["released"].tolist() == [3, 3, 3] and summary["released"].sum() == len(claims)
+    assert (summary["attempts"] >= 3).all() and (summary["capped"] <= summary["fallbacks"]).all()
+    if synthesis.max_attempts_per_claim == 1:
+        # one attempt per slot: every slot whose attempt failed reached its cap
+        assert summary["attempts"].tolist() == [3, 3, 3] and summary["capped"].sum() > 0
 
 
 def test_each_objects_synthesis_does_not_depend_on_the_other_objects() -> None:
-    prepared = prepare_block(CLAIMS, FLOOR)
+    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
     together = synthesis_block(prepared, side("combined"))
     alone = pd.concat(
         [synthesis_block(prepared[prepared["object_id"] == object_id].reset_index(drop=True), side("combined"))
@@ -165,11 +231,14 @@ def test_each_objects_synthesis_does_not_depend_on_the_other_objects() -> None:
 def test_an_object_with_fewer_than_k_claims_is_suppressed() -> None:
     small = pd.DataFrame({"object_id": ["b", "b", "a", "a", "a"], "source_id": [1, 2, 1, 2, 3],
                           "value": [1.0, 2.0, 0.0, 1.0, 5.0]})
-    result = synthesis_block(prepare_block(small, FLOOR), side("uniform"))
+    result = synthesis_block(prepare_block(small, BANDWIDTH_VALUE), side("uniform"))
     summary = summary_rows(result, None).set_index("object_id")
     assert bool(summary.loc["b", "suppressed"]) and summary.loc["b", "released"] == 0
+    assert summary.loc["b", ["attempts", "fallbacks", "capped"]].tolist() == [0, 0, 0]
     assert summary.loc["b", "reason"] != "" and summary.loc["a", "reason"] == ""
-    assert set(released_rows(result, None)["object_id"]) <= {"a"}
+    assert not bool(summary.loc["a", "suppressed"]) and summary.loc["a", "released"] == 3
+    released = released_rows(result, None)
+    assert released["object_id"].tolist() == ["a"] * 3 and released["claim_index"].tolist() == [0, 1, 2]
 
 
 def test_released_and_summary_rows_split_the_staged_outcome() -> None:

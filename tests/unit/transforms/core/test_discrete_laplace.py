@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from transforms.core.discrete_laplace import (
-    _bernoulli_exp_minus_fraction,
+    bernoulli_exp_minus_fraction,
     discrete_laplace_pmf,
     discrete_laplace_scale,
     sample_discrete_laplace,
@@ -63,7 +63,7 @@ def test_module_pmf_matches_the_closed_form_and_sums_to_one() -> None:
 
 @pytest.mark.parametrize(("numerator", "denominator"), [(0, 1), (1, 3), (1, 1), (5, 7), (999, 1000)])
 def test_bernoulli_exp_minus_gamma_has_the_right_frequency(numerator: int, denominator: int) -> None:
-    coins = _bernoulli_exp_minus_fraction(
+    coins = bernoulli_exp_minus_fraction(
         np.full(40_000, numerator), denominator, np.random.default_rng(numerator)
     )
     probability = math.exp(-numerator / denominator)

@@ -1,75 +1,98 @@
-"""The crowd release's guarantee (PrisCrowd Theorem 2 with its composition per object and per source)
-against hand computation."""
+"""The crowd release's guarantee (``transforms/crowd/guarantee.py``): the per-claim terms against
+values worked out by hand from the module's formulas, the composition against dp_accounting, and
+the cases it must refuse. (Whether the numbers bound the real mechanism is the enumeration test's
+job, ``test_privacy_enumeration.py``.)"""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
+from dp_accounting.pld.common import DifferentialPrivacyParameters
 
-from transforms.crowd.guarantee import crowd_guarantee
+from transforms.crowd.guarantee import (
+    FLOAT_DELTA,
+    CrowdMechanism,
+    crowd_guarantee,
+    per_claim_guarantee,
+    whole_release_guarantee,
+)
 
 
-def test_crowd_guarantee_with_delta_target() -> None:
-    guarantee = crowd_guarantee(
-        k=10,
-        gamma=2.0,
-        epsilon0=1.0,
-        weight_ratio_cap=3.0,
-        delta_target=1e-3,
-        claims_per_object=5,
-        max_attempts_per_object=50,
+def mechanism(**overrides) -> CrowdMechanism:
+    values = dict(k=10, gamma=2.0, epsilon0=2.0, weight_ratio_cap=2.0, local_influence=1.0,
+                  fallback_probability=0.1, claims_per_object=4, max_attempts_per_claim=300, smallest_object=10)
+    values.update(overrides)
+    return CrowdMechanism(**values)
+
+
+def test_per_claim_terms_by_hand() -> None:
+    claim = per_claim_guarantee(mechanism(), t=2)
+    q0, e0, c_bar = 0.1, 2.0, 2.0 / (2.0 + 9)
+    assert claim["epsilon_attempt"] == pytest.approx(e0 + math.log(1 + 2.0 * 2.0 / 2))
+    assert claim["delta_attempt"] == pytest.approx((1 - q0) * c_bar * 0.5 * math.exp(-e0 * 8))
+    b = (1 - q0) * 0.5 * math.exp(-e0)
+    moved = (q0 + math.exp(e0) * b) / (q0 + b)
+    assert claim["epsilon_pass_probability"] == pytest.approx(math.log(max(2 - math.exp(-e0), moved) + (1 - q0) * c_bar / q0))
+    cap = 0.9**300
+    assert claim["epsilon"] == pytest.approx(
+        claim["epsilon_attempt"] + claim["epsilon_pass_probability"] + math.log1p(cap / q0) - math.log1p(-cap)
     )
-    json.dumps(guarantee)
-    assert guarantee["t"] == 3
-    assert guarantee["epsilon"] == pytest.approx(1.0 + math.log(1.0 + 2.0 / 3.0 * 3.0))
-    assert guarantee["delta"] == pytest.approx(math.exp(-7.0))
-    assert guarantee["privacy_unit"] == "one claim of one object"
-    assert guarantee["scope"] == "per released synthetic claim, PrisCrowd Theorem 2"
-    assert "ln(1 + (gamma / t) * R)" in guarantee["formula"]
-    per_object = guarantee["composition"]["per_object"]
-    assert per_object["invocations"] == 50
-    assert per_object["basic"]["epsilon"] == pytest.approx(50 * guarantee["epsilon"])
-    assert per_object["epsilon"] <= per_object["basic"]["epsilon"]
-    assert "per_source" not in guarantee["composition"]
+    expected_delta = (1 + cap / q0) * math.exp(claim["epsilon_pass_probability"]) * claim["delta_attempt"] / q0
+    assert claim["delta"] == pytest.approx(expected_delta + FLOAT_DELTA)
 
 
-def test_crowd_guarantee_with_t_and_source_bound() -> None:
-    guarantee = crowd_guarantee(
-        k=8,
-        gamma=1.5,
-        epsilon0=0.5,
-        weight_ratio_cap=2.0,
-        t=4,
-        claims_per_object=3,
-        max_attempts_per_object=12,
-        max_objects_per_source=7,
-    )
-    json.dumps(guarantee)
-    assert guarantee["epsilon"] == pytest.approx(0.5 + math.log(1.75))
-    assert guarantee["delta"] == pytest.approx(math.exp(-2.0))
-    per_source = guarantee["composition"]["per_source"]
-    assert per_source["invocations"] == 84
-    assert per_source["basic"]["epsilon"] == pytest.approx(84 * guarantee["epsilon"])
-    assert per_source["basic"]["delta"] == pytest.approx(84 * guarantee["delta"])
+def test_local_influence_and_larger_weights_cost_epsilon() -> None:
+    base = per_claim_guarantee(mechanism(), 2)["epsilon"]
+    assert per_claim_guarantee(mechanism(local_influence=1.5), 2)["epsilon"] > base
+    assert per_claim_guarantee(mechanism(weight_ratio_cap=4.0), 2)["epsilon"] > base
+    assert per_claim_guarantee(mechanism(smallest_object=30), 2)["epsilon"] < base
 
 
-def test_crowd_guarantee_needs_exactly_one_of_delta_and_t() -> None:
-    common = dict(
-        k=8, gamma=1.5, epsilon0=0.5, weight_ratio_cap=2.0, claims_per_object=3, max_attempts_per_object=12
-    )
-    with pytest.raises(ValueError, match="exactly one"):
-        crowd_guarantee(**common)
-    with pytest.raises(ValueError, match="exactly one"):
-        crowd_guarantee(**common, t=2, delta_target=1e-3)
+def test_the_whole_release_is_the_best_t_and_never_worse_than_basic_composition() -> None:
+    subject = mechanism(global_iterations=3, global_epsilon_per_iteration=0.2)
+    release = whole_release_guarantee(subject, 1e-6)
+    for t in range(1, subject.k):
+        claim = per_claim_guarantee(subject, t)
+        if 4 * claim["delta"] >= 1e-6:
+            continue
+        assert release["epsilon"] <= 4 * claim["epsilon"] + 0.6 + 1e-9
+        composed = (
+            pld.from_privacy_parameters(DifferentialPrivacyParameters(claim["epsilon"], claim["delta"]))
+            .self_compose(4)
+            .compose(pld.from_privacy_parameters(DifferentialPrivacyParameters(0.2, 0.0)).self_compose(3))
+        )
+        assert release["epsilon"] <= composed.get_epsilon_for_delta(1e-6) + 1e-9
+
+
+def test_the_source_unit_composes_over_its_objects() -> None:
+    claim_unit = crowd_guarantee(mechanism(epsilon0=3.0), 1e-6)
+    source_unit = crowd_guarantee(mechanism(epsilon0=3.0, objects_per_source=3), 1e-6)
+    assert source_unit["epsilon"] > 2.5 * claim_unit["epsilon"]
+    assert "one source" in source_unit["privacy_unit"]
+    assert source_unit["steps"][0]["count"] == 3 * 4
+
+
+def test_an_unreachable_delta_is_refused_with_advice() -> None:
+    with pytest.raises(ValueError, match="raise k or epsilon0"):
+        whole_release_guarantee(mechanism(k=3, smallest_object=3, epsilon0=0.5), 1e-9)
+
+
+def test_the_manifest_names_the_scope_and_keeps_per_test_numbers_apart() -> None:
+    guarantee = crowd_guarantee(mechanism(global_iterations=2, global_epsilon_per_iteration=0.5), 1e-6)
+    assert guarantee["scope"].startswith("everything the release publishes")
+    assert guarantee["per_test_theorem_2"]["epsilon"] < guarantee["epsilon"]
+    assert "not a bound" in guarantee["per_test_theorem_2"]["note"]
+    assert [step["mechanism"] for step in guarantee["steps"]] == ["approximate_dp", "pure_dp"]
+    assert any("public" in item for item in guarantee["not_covered"])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"k": 1, "smallest_object": 1}, {"gamma": 1.0}, {"epsilon0": 0.0}, {"fallback_probability": 0.0},
+     {"smallest_object": 5}, {"global_iterations": 2}, {"weight_ratio_cap": 0.5}],
+)
+def test_invalid_mechanisms_are_refused(overrides: dict) -> None:
     with pytest.raises(ValueError):
-        crowd_guarantee(**common, t=8)
-    with pytest.raises(ValueError):
-        crowd_guarantee(**common, t=2, max_objects_per_source=0)
-
-
-def test_crowd_guarantee_states_what_the_per_test_numbers_do_not_cover() -> None:
-    guarantee = crowd_guarantee(k=5, gamma=4.0, epsilon0=2.0, weight_ratio_cap=4.0, delta_target=1e-3, t=None,
-                                claims_per_object=10, max_attempts_per_object=500, max_objects_per_source=None)
-    assert any("failed tests" in item for item in guarantee["not_covered"])
+        mechanism(**overrides)
