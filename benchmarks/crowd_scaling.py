@@ -104,7 +104,7 @@ def measure(variant: str, path: Path, workdir: Path) -> dict:
         config = CrowdConfig.model_validate(config_for(path, workdir / f"lake_{variant}_{path.stem}", engine_name))
         outcome = run_crowd_release(config, release_id=f"bench-{variant}", engine=engine)
         rows = outcome.manifest["rows"]
-        timings = outcome.manifest["timings"]
+        timings = outcome.internal["timings"]
     wall = time.perf_counter() - start
     if variant == "spark-warm":
         engine.close()

@@ -226,7 +226,7 @@ def measure_release(config_path: Path, release_id: str) -> dict:
         estimate = lake.read_release(release_id).to_pandas().sort_values("value")["probability"].to_list()
     return {
         "wall_seconds": wall,
-        "stages": manifest["timings"],
+        "stages": outcome.internal["timings"],
         "breakdown": breakdown,
         "estimator": manifest["estimator"],
         "iterations": manifest["iterations"],

@@ -157,7 +157,6 @@ def _command_show(args: argparse.Namespace) -> int:
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "input_fingerprint", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
-    print(f"{'timings':20} " + ", ".join(f"{k} {v:.2f}s" for k, v in manifest.get("timings", {}).items()))
     return 0
 
 

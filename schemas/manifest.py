@@ -16,7 +16,6 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
     "guarantee",
     "config",
     "validation",
-    "timings",
     "code_version",
 )
 
@@ -33,7 +32,7 @@ REQUIRED_MANIFEST_KEYS: tuple[str, ...] = COMMON_MANIFEST_KEYS + KIND_MANIFEST_K
 OPERATOR_ONLY_KEYS: tuple[str, ...] = (
     "input_fingerprint", "evaluation", "pass_rate", "candidate_attempts", "attempts", "fallback_claims",
     "capped_claims", "clipped_values", "clipped_to_value_range", "suppressed_reasons", "global_weights",
-    "input_rows", "input_rows_after_contribution_bound", "objects_short", "shortfall_claims",
+    "input_rows", "input_rows_after_contribution_bound", "objects_short", "shortfall_claims", "timings",
 )
 """Figures computed from raw data: they belong in the operator-only record
 (``pipelines/platform/internal.py``), never in a public manifest (crowd today; every kind once the

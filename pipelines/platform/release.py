@@ -47,10 +47,14 @@ TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
 
 @dataclass(frozen=True)
 class ReleaseOutcome:
+    """A release's id, status and public manifest; ``internal`` is its operator-only record (stage
+    timings and the figures computed from raw data), for the caller, never published."""
+
     release_id: str
     status: str
     manifest: dict[str, Any]
     already_published: bool = False
+    internal: dict[str, Any] = field(default_factory=dict)
 
 
 def release_secret() -> tuple[bytes, str]:
@@ -238,11 +242,11 @@ class ReleaseContext:
         return {"release_id": self.release_id, "kind": self.kind, "dataset": self.config.dataset}
 
     def manifest_provenance(self) -> dict[str, Any]:
-        """The manifest keys every kind writes last: the config as run, stage timings (filled in
-        at publication), the code version, where the secret came from, when and with which Python."""
+        """The manifest keys every kind writes last: the config as run, the code version, where the
+        secret came from, when the release started (before any data was read) and with which
+        Python. Stage timings depend on the data: they go to the operator-only record."""
         return {
             "config": self.config.model_dump(mode="json", by_alias=True),
-            "timings": {},
             "code_version": code_version(),
             "secret_source": self.secret_source,
             "created_at": self.started.isoformat(),
@@ -337,8 +341,8 @@ def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOut
     naming the first issue. Staging is discarded after publishing."""
     lake, release_id, timer, manifest = context.lake, context.release_id, context.timer, result.manifest
     records = OperatorRecords(lake)
+    manifest.pop("timings", None)
     if not result.output_valid:
-        manifest["timings"] = dict(timer.timings)
         lake.quarantine(release_id, result.files, manifest)
         context.refund()
         records.record(release_id, context.config.dataset, context.kind, "quarantined",
@@ -347,11 +351,8 @@ def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOut
             f"release {release_id} failed output validation and was quarantined: {result.first_issue or 'see manifest'}"
         )
     with timer.stage("publish"):
-        manifest["timings"] = dict(timer.timings)
         lake.publish(release_id, context.kind, result.files, result.schema, manifest)
-    manifest["timings"] = dict(timer.timings)
-    if result.internal:
-        records.record(release_id, context.config.dataset, context.kind, "published",
-                       {**result.internal, "timings": dict(timer.timings)})
+    internal = {**result.internal, "timings": dict(timer.timings)}
+    records.record(release_id, context.config.dataset, context.kind, "published", internal)
     lake.discard_staging(release_id)
-    return ReleaseOutcome(release_id, "published", manifest)
+    return ReleaseOutcome(release_id, "published", manifest, internal=internal)

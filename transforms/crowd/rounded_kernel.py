@@ -16,15 +16,20 @@ The release's generative model is this kernel *truncated to the public value ran
 from seed ``x`` is ``N(x, h²)`` conditioned on the grid's span ``[low − p/2, high + p/2]``,
 rounded to the grid, so ``P(y | x) = mass of y's cell / Z(x)`` with ``Z(x)`` the mass of the
 span (``truncated_log_probability``). Every released value is then on the public grid
-(``transforms/crowd/value_grid.py``). The draw itself (``truncated_kernel_draws``) is the inverse
-CDF of the truncated normal in floating point: its law equals the model's up to a relative
-``2^-52`` and tails beyond ``8.2`` bandwidths of mass ``2^-53``; the guarantee adds that to δ.
+(``transforms/crowd/value_grid.py``). The release draws a cell *exactly* from that law
+(``exact_truncated_kernel_draws``): a 64-bit word is the leading bits of a uniform real ``u``; the
+floating-point inverse CDF proposes the cell, whose CDF edges, evaluated in float64 with a safe
+error bracket, confirm it unless ``u`` lies within the bracket of an edge (about one draw in
+``10^11``), in which case the edges are evaluated with ``mpmath`` at growing precision and ``u``
+extended from the draw's own stream until the cell is decided.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import mpmath
 import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
@@ -147,3 +152,112 @@ def truncated_kernel_draws(
     standard = np.clip(standard, low_end, high_end)
     draws = seeds + bandwidth * np.where(mirrored, -standard, standard)
     return grid.round(draws)
+
+
+_CDF_BRACKET = 2.0**-44
+"""Absolute error bound, before division by the span's mass, of a float64 CDF edge (a few ulps
+of ``ndtr`` and of the subtraction; far inside)."""
+
+
+def _oriented_cdf(edges: np.ndarray, seeds: np.ndarray, bandwidth: np.ndarray,
+                  grid: ValueGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(G, error bound, mirrored)``: the truncated kernel's CDF at ``edges`` in the orientation the
+    sampler uses — ``G(e) = F(e)`` for seeds at or below the span's centre, ``G(e) = 1 − F(e)`` (the
+    CDF of the mirrored kernel, decreasing in ``e``) above it — so that ``Φ`` is evaluated in its
+    accurate lower tail; the error bound is absolute."""
+    lower = (grid.low - 0.5 * grid.precision - seeds) / bandwidth
+    upper = (grid.high + 0.5 * grid.precision - seeds) / bandwidth
+    point = (edges - seeds) / bandwidth
+    mirrored = (lower + upper) > 0
+    low_end = np.where(mirrored, -upper, lower)
+    high_end = np.where(mirrored, -lower, upper)
+    at = np.clip(np.where(mirrored, -point, point), low_end, high_end)
+    base = ndtr(low_end)
+    mass = ndtr(high_end) - base
+    return np.clip((ndtr(at) - base) / mass, 0.0, 1.0), _CDF_BRACKET / mass + 2.0**-50, mirrored
+
+
+def _exact_oriented_cdf(edge: float, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
+                        bits: int) -> mpmath.mpf:
+    with mpmath.workprec(bits):
+        h, x = mpmath.mpf(bandwidth), mpmath.mpf(seed)
+        low = mpmath.ncdf((mpmath.mpf(grid.low) - mpmath.mpf(grid.precision) / 2 - x) / h)
+        high = mpmath.ncdf((mpmath.mpf(grid.high) + mpmath.mpf(grid.precision) / 2 - x) / h)
+        cdf = (mpmath.ncdf((mpmath.mpf(edge) - x) / h) - low) / (high - low)
+        return 1 - cdf if mirrored else cdf
+
+
+def _cell_interval(position: int, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
+                   bits: int) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """``[G_start, G_end)`` of a cell in the sampler's orientation, exactly to ``bits``."""
+    value = float(grid.values(position))
+    lower_edge, upper_edge = value - 0.5 * grid.precision, value + 0.5 * grid.precision
+    at_lower = mpmath.mpf(0) if position == 0 else _exact_oriented_cdf(lower_edge, seed, bandwidth, grid, mirrored, bits)
+    at_upper = mpmath.mpf(1) if position == grid.size - 1 else _exact_oriented_cdf(
+        upper_edge, seed, bandwidth, grid, mirrored, bits)
+    if position == 0 and mirrored:
+        at_lower = mpmath.mpf(1)
+    if position == grid.size - 1 and mirrored:
+        at_upper = mpmath.mpf(0)
+    return (at_upper, at_lower) if mirrored else (at_lower, at_upper)
+
+
+def _refined_cell(word: int, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
+                  refine: np.random.Generator) -> int:
+    """The grid position whose cell holds the uniform real with leading 64 bits ``word``, decided
+    with ``mpmath``: extend the real 64 bits at a time until its interval lies inside one cell's
+    ``[G_start, G_end)``, the edges evaluated 64 bits beyond the real's."""
+    numerator, bits = word, 64
+    while True:
+        precision = bits + 64
+        with mpmath.workprec(precision):
+            low = mpmath.mpf(numerator) / mpmath.mpf(2) ** bits
+            high = low + mpmath.mpf(2) ** (-bits)
+            slack = mpmath.mpf(2) ** (-(bits + 32))
+            first, last = 0, grid.size - 1
+            # cells in the order the orientation visits them: increasing positions, or decreasing
+            order = (lambda index: grid.size - 1 - index) if mirrored else (lambda index: index)
+            while first < last:
+                middle = (first + last) // 2
+                if _cell_interval(order(middle), seed, bandwidth, grid, mirrored, precision)[1] <= low:
+                    first = middle + 1
+                else:
+                    last = middle
+            start, end = _cell_interval(order(first), seed, bandwidth, grid, mirrored, precision)
+            if start + slack <= low and high <= end - slack:
+                return order(first)
+        numerator = (numerator << 64) | int(refine.integers(0, 2**64, dtype=np.uint64))
+        bits += 64
+
+
+def exact_truncated_kernel_draws(
+    seeds: np.ndarray, bandwidth: np.ndarray, grid: ValueGrid, words: np.ndarray,
+    refine: Callable[[int], np.random.Generator],
+) -> np.ndarray:
+    """Grid values drawn *exactly* from the truncated rounded kernel around ``seeds`` (module
+    docstring), one 64-bit word each; ``refine(flat position)`` is the stream of an undecided draw.
+    Arguments broadcast to one shape (a bandwidth per draw or one for all)."""
+    words = np.asarray(words, dtype=np.uint64)
+    seeds, bandwidth = np.broadcast_arrays(np.asarray(seeds, dtype=np.float64), np.asarray(bandwidth, dtype=np.float64))
+    seeds, bandwidth = np.broadcast_to(seeds, words.shape), np.broadcast_to(bandwidth, words.shape)
+    uniform = words.astype(np.float64) * 2.0**-64
+    proposed = truncated_kernel_draws(seeds, bandwidth, grid, uniform)
+    position = np.clip(np.rint((proposed - grid.values(0)) / grid.precision).astype(np.int64), 0, grid.size - 1)
+    values = grid.values(position)
+    at_lower, lower_error, mirrored = _oriented_cdf(values - 0.5 * grid.precision, seeds, bandwidth, grid)
+    at_upper, upper_error, _ = _oriented_cdf(values + 0.5 * grid.precision, seeds, bandwidth, grid)
+    first, last = position == 0, position == grid.size - 1
+    at_lower = np.where(first, np.where(mirrored, 1.0, 0.0), at_lower)
+    at_upper = np.where(last, np.where(mirrored, 0.0, 1.0), at_upper)
+    lower_error, upper_error = np.where(first, 0.0, lower_error), np.where(last, 0.0, upper_error)
+    start = np.where(mirrored, at_upper, at_lower)
+    end = np.where(mirrored, at_lower, at_upper)
+    start_error = np.where(mirrored, upper_error, lower_error)
+    end_error = np.where(mirrored, lower_error, upper_error)
+    conversion = 2.0**-52  # a uint64 read as a float64 uniform is within 2^-53 (plus the word's width)
+    confirmed = (start + start_error + conversion <= uniform) & (uniform + conversion <= end - end_error)
+    for flat in np.flatnonzero(~confirmed):
+        position.flat[flat] = _refined_cell(int(words.flat[flat]), float(seeds.flat[flat]),
+                                            float(bandwidth.flat[flat]), grid, bool(mirrored.flat[flat]),
+                                            refine(int(flat)))
+    return grid.values(position)

@@ -31,7 +31,9 @@ Draw order (the contract that makes every engine, partitioning and retry produce
 release). Object ``i`` draws candidates in rounds of ``batch_size``; round ``r`` uses only
 ``keyed_generator(secret, release_id, "crowd/synthesis", (object_id, r))``, taking, in this
 order: ``B`` fallback coins (integers below 10⁶, compared with ``q0·10⁶``), ``B`` fallback grid
-positions, ``B`` seed uniforms, ``B`` kernel uniforms and ``B`` 64-bit test words (the test's
+positions, ``B`` seed uniforms, ``B`` 64-bit kernel words (the exact kernel draw,
+``rounded_kernel.exact_truncated_kernel_draws``; an undecided one reads more bits from
+``(…, "crowd/synthesis-kernel", (object_id, r, b))``) and ``B`` 64-bit test words (the test's
 exact ``Bernoulli(P(N ≤ k' − k))``, ``transforms/core/exact_sampling.py``; a word too close to
 the probability to decide reads more bits from ``(…, "crowd/synthesis-refine", (object_id, r,
 b))``). Candidates are consumed in draw order by the slots. A slot that reaches its cap takes
@@ -52,12 +54,17 @@ from transforms.core.exact_sampling import threshold_noise_cdf, threshold_test_p
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.core.plausible_deniability import NO_INTERVAL, deniability_interval_index
 from transforms.crowd.claims_block import OBJECT_ID, VALUE, ClaimsBlock
-from transforms.crowd.rounded_kernel import truncated_kernel_draws, truncated_log_probability
+from transforms.crowd.rounded_kernel import exact_truncated_kernel_draws, truncated_log_probability
 from transforms.crowd.value_grid import ValueGrid
 
 SYNTHESIS_PURPOSE = "crowd/synthesis"
 CAP_PURPOSE = "crowd/synthesis-cap"
 REFINE_PURPOSE = "crowd/synthesis-refine"
+KERNEL_PURPOSE = "crowd/synthesis-kernel"
+SMALLEST_SEED_WEIGHT = 2.0**-32
+"""A normalized seed weight below this is refused (objects with ``n·R`` above ``2^32`` claims):
+above it, the seed choice's float64 lattice (``2^-53``, plus the cumulative sums' rounding) moves
+no weight by more than the factor ``1 + 2^-20`` the guarantee allows for (``WEIGHT_ROUNDING``)."""
 FALLBACK_DENOMINATOR = 1_000_000
 REASON_FEWER_THAN_K = "fewer claims than the minimum (k or min_claims_per_object)"
 _PAIRS_PER_CHUNK = 1 << 20
@@ -170,7 +177,7 @@ class RoundDraws:
     fallback: np.ndarray
     fallback_position: np.ndarray
     seed_uniform: np.ndarray
-    kernel_uniform: np.ndarray
+    kernel_words: np.ndarray
     test_bits: np.ndarray
 
     @classmethod
@@ -179,9 +186,9 @@ class RoundDraws:
         fallback = rng.integers(0, FALLBACK_DENOMINATOR, size=batch) < parameters.fallback_parts_per_million
         position = rng.integers(0, parameters.grid.size, size=batch)
         seed_uniform = rng.random(batch)
-        kernel_uniform = rng.random(batch)
+        kernel_words = rng.integers(0, 2**64, size=batch, dtype=np.uint64)
         test_bits = rng.integers(0, 2**64, size=batch, dtype=np.uint64)
-        return cls(fallback, position, seed_uniform, kernel_uniform, test_bits)
+        return cls(fallback, position, seed_uniform, kernel_words, test_bits)
 
 
 def choose_seeds(seed_uniforms: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -225,14 +232,18 @@ def _validate_inputs(block: ClaimsBlock, bandwidths: np.ndarray, seed_weights: n
         raise ValueError("every object's seed weights must have a positive sum")
     if np.any((block.values < grid.low) | (block.values > grid.high)):
         raise ValueError("claims must lie in the public value range (clip them first)")
+    if block.number_of_objects:
+        totals = np.add.reduceat(seed_weights, block.offsets[:-1])
+        if np.any(seed_weights < SMALLEST_SEED_WEIGHT * totals[block.object_of_claim]):
+            raise ValueError("a seed weight is below 2^-32 of its object's total (an object of more than 2^32/R claims)")
 
 
 def _round_candidates(
     block: ClaimsBlock, bandwidths: np.ndarray, seed_weights: np.ndarray, parameters: SynthesisParameters,
-    objects: np.ndarray, draws: list[RoundDraws], refine: Callable[[int, int], np.random.Generator],
+    objects: np.ndarray, draws: list[RoundDraws], refine: Callable[[str, int, int], np.random.Generator],
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(passed, values)`` of one round's candidates for ``objects`` (rows in that order);
-    ``refine(row, candidate)`` is the stream of an undecided test word."""
+    ``refine(purpose, row, candidate)`` is the stream of an undecided kernel or test word."""
     batch = parameters.batch_size
     grid = parameters.grid
     values = np.empty((objects.size, batch), dtype=np.float64)
@@ -253,16 +264,19 @@ def _round_candidates(
             seeds = block.values[claim_index]
             bandwidth = bandwidths[members]
             seed_uniform = np.stack([draws[row].seed_uniform for row in rows])
-            kernel_uniform = np.stack([draws[row].kernel_uniform for row in rows])
+            kernel_words = np.stack([draws[row].kernel_words for row in rows])
             seed_index = choose_seeds(seed_uniform, seed_weights[claim_index])
             seed_values = np.take_along_axis(seeds, seed_index, axis=-1)
-            candidates = truncated_kernel_draws(seed_values, bandwidth[:, None], grid, kernel_uniform)
+            candidates = exact_truncated_kernel_draws(
+                seed_values, bandwidth[:, None], grid, kernel_words,
+                lambda flat, rows=rows: refine(KERNEL_PURPOSE, int(rows[flat // batch]), flat % batch),
+            )
             k_prime[rows] = deniability_counts_of_candidates(candidates, seeds, seed_index, bandwidth, parameters)
             fallback_values = grid.values(np.stack([draws[row].fallback_position for row in rows]))
             values[rows] = np.where(fallback[rows], fallback_values, candidates)
     bits = np.stack([d.test_bits for d in draws])
     tested = threshold_test_passes(k_prime - parameters.k, parameters.epsilon0, bits,
-                                   lambda position: refine(*divmod(position, batch)))
+                                   lambda position: refine(REFINE_PURPOSE, *divmod(position, batch)))
     return fallback | tested, values
 
 
@@ -316,8 +330,8 @@ def synthesize_block(
                                  parameters) for o in active]
         passed, values = _round_candidates(
             block, bandwidths, seed_weights, parameters, active, draws,
-            lambda row, candidate, r=round_index, rows=active: keyed_generator(
-                secret, release_id, REFINE_PURPOSE, (keys[rows[row]], r, candidate)),
+            lambda purpose, row, candidate, r=round_index, rows=active: keyed_generator(
+                secret, release_id, purpose, (keys[rows[row]], r, candidate)),
         )
         fallback = np.stack([d.fallback for d in draws])
         for row, object_index in enumerate(active):
@@ -427,7 +441,11 @@ def synthesize_object_reference(
                 candidate, passes = float(grid.values(draws.fallback_position[b])), True
             else:
                 seed = int(choose_seeds(draws.seed_uniform[b : b + 1], weights)[0])
-                candidate = float(truncated_kernel_draws(values[seed], bandwidth, grid, draws.kernel_uniform[b]))
+                candidate = float(exact_truncated_kernel_draws(
+                    values[seed], bandwidth, grid, draws.kernel_words[b : b + 1],
+                    lambda _, r=round_index, c=b: keyed_generator(
+                        secret, release_id, KERNEL_PURPOSE, (object_id_key(object_id), r, c)),
+                )[0])
                 intervals = [
                     int(deniability_interval_index(truncated_log_probability(candidate, x, bandwidth, grid), parameters.gamma))
                     for x in values

@@ -12,7 +12,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 
 from transforms.crowd.guarantee import (
-    FLOAT_DELTA,
+    WEIGHT_ROUNDING,
     CrowdMechanism,
     crowd_guarantee,
     per_claim_guarantee,
@@ -29,18 +29,21 @@ def mechanism(**overrides) -> CrowdMechanism:
 
 def test_per_claim_terms_by_hand() -> None:
     claim = per_claim_guarantee(mechanism(), t=2)
-    q0, e0, c_bar = 0.1, 2.0, 2.0 / (2.0 + 9)
-    assert claim["epsilon_attempt"] == pytest.approx(e0 + math.log(1 + 2.0 * 2.0 / 2))
+    q0, e0, c_bar = 0.1, 2.0, 2.0 / (2.0 + 9) * WEIGHT_ROUNDING
+    assert claim["epsilon_attempt"] == pytest.approx(e0 + math.log(WEIGHT_ROUNDING) + math.log(1 + 2.0 * 2.0 * WEIGHT_ROUNDING / 2))
     assert claim["delta_attempt"] == pytest.approx((1 - q0) * c_bar * 0.5 * math.exp(-e0 * 8))
     b = (1 - q0) * 0.5 * math.exp(-e0)
     moved = (q0 + math.exp(e0) * b) / (q0 + b)
-    assert claim["epsilon_pass_probability"] == pytest.approx(math.log(max(2 - math.exp(-e0), moved) + (1 - q0) * c_bar / q0))
+    rho = WEIGHT_ROUNDING
+    moved = (q0 + rho * math.exp(e0) * b) / (q0 + b)
+    assert claim["epsilon_pass_probability"] == pytest.approx(
+        math.log(max(rho * (2 - math.exp(-e0)), moved) + (1 - q0) * c_bar / q0))
     cap = 0.9**300
     assert claim["epsilon"] == pytest.approx(
         claim["epsilon_attempt"] + claim["epsilon_pass_probability"] + math.log1p(cap / q0) - math.log1p(-cap)
     )
-    expected_delta = (1 + cap / q0) * math.exp(claim["epsilon_pass_probability"]) * claim["delta_attempt"] / q0
-    assert claim["delta"] == pytest.approx(expected_delta + FLOAT_DELTA)
+    expected_delta = (1 + cap / q0) * claim["delta_attempt"] / q0
+    assert claim["delta"] == pytest.approx(expected_delta)
 
 
 def test_local_influence_and_larger_weights_cost_epsilon() -> None:

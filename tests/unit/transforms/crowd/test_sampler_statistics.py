@@ -20,7 +20,11 @@ from scipy import stats
 from transforms.core.exact_sampling import threshold_noise_cdf, threshold_test_passes
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.core.plausible_deniability import noisy_threshold
-from transforms.crowd.rounded_kernel import truncated_kernel_draws, truncated_log_probability
+from transforms.crowd.rounded_kernel import (
+    exact_truncated_kernel_draws,
+    truncated_kernel_draws,
+    truncated_log_probability,
+)
 from transforms.crowd.synthesis import (
     RoundDraws,
     SynthesisParameters,
@@ -90,12 +94,17 @@ def test_noisy_threshold_is_k_plus_the_ceiling_of_laplace(epsilon0: float) -> No
     [(50.0, 5.0), (0.0, 5.0), (100.0, 5.0), (2.0, 30.0), (99.5, 0.4), (37.25, 2.5)],
 )
 def test_truncated_kernel_draws_follow_the_truncated_rounded_kernel(seed_value: float, bandwidth: float) -> None:
-    """20,000 draws from one seed (kernel uniforms of the synthesis' round streams) on the grid
+    """20,000 exact draws from one seed (kernel words of the synthesis' round streams) on the grid
     0, 1, …, 100: chi-square against ``exp(truncated_log_probability)`` for seeds in the middle, at
     both ends (where the truncation matters) and between grid values; the laws with the bandwidth
-    30% larger or smaller are rejected."""
+    30% larger or smaller are rejected. The exact draw equals the float proposal on every one of
+    them (the refinement is for words within 2^-44 of a cell edge)."""
     (draws,) = round_draws(int(seed_value * 100), 1, DRAWS)
-    values = truncated_kernel_draws(np.full(DRAWS, seed_value), bandwidth, GRID, draws.kernel_uniform)
+    values = exact_truncated_kernel_draws(np.full(DRAWS, seed_value), bandwidth, GRID, draws.kernel_words,
+                                          lambda flat: np.random.default_rng(flat))
+    proposals = truncated_kernel_draws(np.full(DRAWS, seed_value), bandwidth, GRID,
+                                       draws.kernel_words.astype(np.float64) * 2.0**-64)
+    np.testing.assert_array_equal(values, proposals)
     positions = np.rint((values - GRID.low) / GRID.precision).astype(np.int64)
     np.testing.assert_array_equal(GRID.values(positions), values)
     assert positions.min() >= 0 and positions.max() < GRID.size
@@ -177,7 +186,7 @@ def test_the_round_draws_are_independent_columns() -> None:
         "fallback": np.concatenate([d.fallback for d in draws]).astype(float),
         "position": np.concatenate([d.fallback_position for d in draws]).astype(float),
         "seed": np.concatenate([d.seed_uniform for d in draws]),
-        "kernel": np.concatenate([d.kernel_uniform for d in draws]),
+        "kernel": np.concatenate([d.kernel_words for d in draws]).astype(float) * 2.0**-64,
         "bits": np.concatenate([d.test_bits for d in draws]).astype(float),
     }
     names = list(columns)
@@ -288,3 +297,31 @@ def test_the_refinement_passes_with_the_fractional_part_of_the_probability(exces
     above = threshold_test_passes(np.full(50, excess), epsilon0, np.full(50, word + 1, dtype=np.uint64),
                                   refine_streams("above"))
     assert below.all() and not above.any()
+
+
+def test_the_exact_kernel_draw_decides_a_word_on_a_cell_edge_by_refinement() -> None:
+    """A word placed exactly at a cell edge's CDF value cannot be decided from 64 bits: the
+    refinement extends the uniform from its own stream. Over 2,000 such streams the draw falls on
+    either side of the edge with frequencies equal to where the edge cuts the word's interval. The
+    seed lies below the range's centre, so the sampler runs the mirrored kernel: its CDF is
+    ``G(e) = 1 − F(e)``, decreasing, and a uniform below ``G(11.5)`` draws 12."""
+    import mpmath
+
+    seed, bandwidth, edge = 10.3, 3.0, 11.5  # the edge between the cells of 11 and 12
+    with mpmath.workprec(200):
+        h, x = mpmath.mpf(bandwidth), mpmath.mpf(seed)
+        low = mpmath.ncdf((mpmath.mpf(GRID.low) - mpmath.mpf(0.5) - x) / h)
+        high = mpmath.ncdf((mpmath.mpf(GRID.high) + mpmath.mpf(0.5) - x) / h)
+        cdf = 1 - (mpmath.ncdf((mpmath.mpf(edge) - x) / h) - low) / (high - low)
+        scaled = cdf * mpmath.mpf(2) ** 64
+        word = int(mpmath.floor(scaled))
+        below_edge = float(scaled - word)  # share of the word's interval left of the edge
+    values = [
+        float(exact_truncated_kernel_draws(np.float64(seed), np.float64(bandwidth), GRID,
+                                           np.array([word], dtype=np.uint64),
+                                           lambda _, n=number: np.random.default_rng(10_000 + n))[0])
+        for number in range(2_000)
+    ]
+    assert set(values) <= {11.0, 12.0}
+    assert stats.binomtest(values.count(12.0), len(values), below_edge).pvalue > PASSES
+    assert 0.05 < below_edge < 0.95, "the edge must cut the interval for the test to mean anything"
