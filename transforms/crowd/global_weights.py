@@ -216,23 +216,27 @@ class PrivateSourceQuality:
         """L1 sensitivity of the per-source sums in noisy units (module docstring)."""
         return self.objects_per_unit * (2 * 2**NOISY_UNIT_BITS + 2 * int(self.largest_object))
 
-    def update(self, source_sums: pd.DataFrame, iteration: int) -> SourceQuality:
-        """One private update: exact sums → noisy sums → ``g``."""
+    def exact_sums(self, source_sums: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(source ids, L_s in noisy units (floor), n_s)`` reduced from the map half's partial
+        sums: the only quantity of the claims the update reads — the vector the noise covers."""
         reduced = (
             source_sums[[SOURCE_ID, LOSS_FIXED, OBJECTS]]
             .groupby(SOURCE_ID, sort=True)[[LOSS_FIXED, OBJECTS]]
             .sum()
         )
-        loss_fixed = reduced[LOSS_FIXED].to_numpy(dtype=np.int64)
-        objects = reduced[OBJECTS].to_numpy(dtype=np.int64)
-        coarse = loss_fixed >> (LOSS_FIXED_POINT_BITS - NOISY_UNIT_BITS)
+        coarse = reduced[LOSS_FIXED].to_numpy(dtype=np.int64) >> (LOSS_FIXED_POINT_BITS - NOISY_UNIT_BITS)
+        return reduced.index.to_numpy(), coarse, reduced[OBJECTS].to_numpy(dtype=np.int64)
+
+    def update(self, source_sums: pd.DataFrame, iteration: int) -> SourceQuality:
+        """One private update: exact sums → noisy sums → ``g``."""
+        source_ids, coarse, objects = self.exact_sums(source_sums)
         rng = keyed_generator(self.secret, self.release_id, GLOBAL_WEIGHTS_NOISE_PURPOSE, int(iteration))
         scale = discrete_laplace_scale(self.epsilon_per_iteration, self.sensitivity())
         noisy = (coarse + sample_discrete_laplace(scale, len(coarse), rng)) / 2.0**NOISY_UNIT_BITS
         mean_loss = np.maximum(noisy / objects, MINIMUM_MEAN_LOSS)
         total_loss = max(float(np.sum(mean_loss * objects)), MINIMUM_MEAN_LOSS)
         quality = np.maximum(np.log(total_loss / mean_loss), MINIMUM_SOURCE_QUALITY)
-        return SourceQuality(source_ids=reduced.index.to_numpy(), quality=quality)
+        return SourceQuality(source_ids=source_ids, quality=quality)
 
 
 def source_quality_change(old: SourceQuality, new: SourceQuality) -> float:
