@@ -38,7 +38,9 @@ class BeamSettings(StrictModel):
 
 class EngineSettings(StrictModel):
     name: Literal["local", "spark", "beam"] = "local"
-    parallelism: int | None = Field(None, ge=1)
+    parallelism: int | None = Field(
+        None, ge=1, le=4096, description="partitions or workers; at most 4096 (more only writes more, smaller files)"
+    )
     spark: SparkSettings = SparkSettings()
     beam: BeamSettings = BeamSettings()
 

@@ -1,7 +1,8 @@
 """Read a crowd claims file into the canonical ``(object_id, source_id, value)`` frame.
 
 Reading is where parse-level problems are caught with their exact position: a missing file, an
-unreadable format, a missing mapped column, text in the value column. Content rules (null ids,
+unreadable format, a missing mapped column, text in the value column (named by row and column,
+never echoed: error lines carry no raw value). Content rules (null ids,
 non-finite values, duplicate claims) are the validation gate's (``pipelines.platform.validation``), which
 sees the ``row_number`` column this reader adds (1-based data row of the file, header excluded).
 The input file is only ever read.
@@ -66,7 +67,7 @@ def _value_column(series: pd.Series, name: str, column: str) -> pd.Series:
     bad = not_numeric & ~literal_nan
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
-        raise InputError(name, f"{text.iloc[position]!r} is not a number", row=position + 1, column=column)
+        raise InputError(name, "value is not a number", row=position + 1, column=column)
     numbers = numbers.astype(np.float64)
     numbers[literal_nan] = np.nan
     return numbers

@@ -332,9 +332,10 @@ def finish_sums(partials: pa.Table, key: str, columns: Sequence[str], key_type: 
         totals = high * (1 << 32) + low
         outside = [index for index, total in enumerate(totals) if not _INT64_MIN <= total <= _INT64_MAX]
         if outside:
+            # the key is not named: keys can be input values (object or source ids)
             raise EngineError(
-                f"the sum of column {column!r} for key {result[key].iloc[outside[0]]!r} "
-                "exceeds the int64 range"
+                f"the sum of column {column!r} exceeds the int64 range for {len(outside)} "
+                f"key{'s' if len(outside) > 1 else ''}"
             )
         result[column] = np.array(totals.tolist(), dtype=np.int64)
     return result

@@ -4,7 +4,9 @@ with one-line errors naming the file, row (1-based data row) and column.
 The files are read as text (``tabular_input.read_table``: leading spaces after separators dropped,
 ``recode`` applied, empty fields missing), features are encoded over the spec's public parameters
 (``transforms.filter.features``), labels over their public domains (``schemas.filter.config``) and
-choices by name. The input is only ever read.
+choices by name. Error lines name the row and column and never echo the value
+(``pipelines.platform.input.domain_reason``); blank CSV fields and the null spellings (``NA``,
+``null``, ...) are missing values. The input is only ever read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from pipelines.platform.config import read_yaml, validate_document
 from pipelines.platform.errors import ConfigError, InputError
-from pipelines.platform.input import apply_recode, as_missing, read_table
+from pipelines.platform.input import domain_reason, read_records_table
 from schemas.filter.config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
 from schemas.filter.features import FeatureSpec
 from transforms.core.domain_violation import DomainViolation
@@ -70,13 +72,13 @@ def label_codes(column: pd.Series, definition: LabelDefinition, name: str) -> np
         unknown = codes.isna().to_numpy()
         if unknown.any():
             row = int(np.flatnonzero(unknown)[0])
-            raise DomainViolation(row, name, f"value {text.iloc[row]!r} is in none of the label's groups")
+            raise DomainViolation(row, name, "value is in none of the label's groups")
         return codes.to_numpy(dtype=np.int64)
     numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise DomainViolation(row, name, f"not a finite number: {column.iloc[row]!r}")
+        raise DomainViolation(row, name, "value is not a finite number")
     return (numbers > float(definition.above)).astype(np.int64)  # type: ignore[arg-type]
 
 
@@ -84,7 +86,7 @@ def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[st
                  extra_columns: tuple[str, ...] = ()) -> FilterRecords:
     """Read, recode, encode features and ``labels``; ``InputError`` naming file, row and column."""
     name = str(reading.path)
-    frame = apply_recode(as_missing(read_table(reading, reading.columns or ())), reading)
+    frame = read_records_table(reading, reading.columns or ())
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     needed = [*spec.names, *(definition.column for definition in labels.values()), *extra_columns]
@@ -96,7 +98,7 @@ def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[st
         codes = {label: label_codes(frame[definition.column], definition, definition.column)
                  for label, definition in labels.items()}
     except DomainViolation as error:
-        raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
+        raise InputError(name, domain_reason(error.message), row=error.row + 1, column=error.column) from None
     return FilterRecords(frame, encoded.matrix, codes, encoded.clipped)
 
 
@@ -117,6 +119,6 @@ def choice_codes(frame: pd.DataFrame, reading: FilterInput, config: FilterConfig
     unknown = codes < 0
     if unknown.any():
         row = int(np.flatnonzero(unknown)[0])
-        raise InputError(str(reading.path), f"unknown choice {column.iloc[row]!r} (choices: {', '.join(names)})",
+        raise InputError(str(reading.path), f"unknown choice (choices: {', '.join(names)})",
                          row=row + 1, column=reading.choice_column)
     return codes

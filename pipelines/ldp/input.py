@@ -9,7 +9,10 @@ string of ``0``/``1`` characters (character ``x`` is bit ``x``).
 Problems are reported with the file, row (1-based data row) and column: an unknown mechanism,
 a report outside its mechanism's output alphabet, a bit vector of the wrong length, an invalid
 spec (e.g. ε ≤ 0), mechanisms over different secret alphabets, and a mix the chosen estimator
-cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR).
+cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR). A report is never
+echoed in an error line (nor any other cell of the reports). Sizes are bounded before any work: the
+catalog file (16 MiB), its mechanisms (10,000), each one's secrets (``MAX_SECRETS``) and their
+channel matrices together (2^28 cells).
 """
 
 from __future__ import annotations
@@ -22,14 +25,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.platform.errors import ConfigError, InputError
+from pipelines.platform.errors import ConfigError, InputError, one_line
 from pipelines.platform.input import files_digest, read_input_table
-from schemas.ldp.config import LdpInput, SecretLayout
+from schemas.ldp.config import MAX_SECRETS, LdpInput, SecretLayout
 from schemas.ldp.tables import LDP_MECHANISM_CODE
 from schemas.tables import ROW_NUMBER
 from transforms.ldp.mechanisms import BASIC_RAPPOR, BasicRappor, Mechanism, mechanism_from_spec
 
 CANONICAL = ("user_id", "mechanism", "report")
+MAX_CATALOG_BYTES = 16 << 20
+"""A mechanism catalog is a few specs: a larger file is refused before it is parsed."""
+MAX_MECHANISMS = 10_000
+MAX_CHANNEL_CELLS = 1 << 28
+"""The estimators' channel matrices (secrets x reports per mechanism, float64) hold at most this
+many cells in all (2 GiB), checked before any report is read."""
 _INTEGER_TEXT = r"\s*[+-]?\d{1,18}\s*"
 
 
@@ -65,10 +74,13 @@ def read_mechanism_catalog(path: Path, secrets: SecretLayout) -> MechanismCatalo
     name = str(path)
     if not path.is_file():
         raise InputError(name, "mechanism catalog not found")
+    if path.stat().st_size > MAX_CATALOG_BYTES:
+        raise InputError(name, f"the mechanism catalog is larger than {MAX_CATALOG_BYTES >> 20} MiB")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(name, f"the mechanism catalog is not valid JSON: {error}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else one_line(str(error))
+        raise InputError(name, f"the mechanism catalog is not valid JSON: {reason}") from None
     if isinstance(document, dict) and isinstance(document.get("mechanisms"), dict):
         document = document["mechanisms"]
     if not isinstance(document, dict) or not document:
@@ -79,10 +91,19 @@ def read_mechanism_catalog(path: Path, secrets: SecretLayout) -> MechanismCatalo
         spec = document[mechanism_name]
         try:
             mechanism = mechanism_from_spec(spec)
-        except (ValueError, TypeError) as error:
-            raise InputError(name, f"mechanism {mechanism_name!r}: {error}") from None
+        except (ValueError, TypeError, OverflowError) as error:
+            raise InputError(name, one_line(f"mechanism {mechanism_name!r}: {error}")) from None
+        if int(mechanism.input_size) > MAX_SECRETS:
+            raise InputError(name, f"mechanism {mechanism_name!r} takes {int(mechanism.input_size)} secrets; "
+                                   f"at most {MAX_SECRETS} (the estimators hold secrets x reports matrices)")
         mechanisms.append(mechanism)
         specs.append(mechanism.to_spec())
+    if len(names) > MAX_MECHANISMS:
+        raise InputError(name, f"the catalog has {len(names)} mechanisms; at most {MAX_MECHANISMS}")
+    cells = sum(int(m.input_size) * int(m.output_size) for m in mechanisms if m.name != BASIC_RAPPOR)
+    if cells > MAX_CHANNEL_CELLS:
+        raise InputError(name, f"the mechanisms' channel matrices would hold {cells} cells; at most "
+                               f"{MAX_CHANNEL_CELLS} ({MAX_CHANNEL_CELLS * 8 >> 30} GiB): use fewer or smaller mechanisms")
     sizes = {mechanism_name: int(m.input_size) for mechanism_name, m in zip(names, mechanisms, strict=True)}
     if len(set(sizes.values())) > 1:
         first, other = names[0], next(n for n in names if sizes[n] != sizes[names[0]])
@@ -176,15 +197,15 @@ def canonical_reports(reports: pd.DataFrame, catalog: MechanismCatalog, settings
             position = int(np.flatnonzero(wrong_length)[0])
             raise InputError(
                 name,
-                f"bit vector of length {lengths[position]}; mechanism {reports['mechanism'].iloc[position]!r} "
-                f"reports {catalog.input_size} bits",
+                f"bit vector of length {lengths[position]}; the catalog's RAPPOR mechanisms report "
+                f"{catalog.input_size} bits",
                 row=int(rows[position]),
                 column=column,
             )
         not_bits = ~text.str.fullmatch(r"[01]*").to_numpy(dtype=bool)
         if not_bits.any():
             position = int(np.flatnonzero(not_bits)[0])
-            raise InputError(name, f"{text.iloc[position]!r} is not a bit vector of 0s and 1s",
+            raise InputError(name, "report is not a bit vector of 0s and 1s",
                              row=int(rows[position]), column=column)
         values: Any = text.to_numpy(dtype=object)
     else:
@@ -196,8 +217,7 @@ def canonical_reports(reports: pd.DataFrame, catalog: MechanismCatalog, settings
             mechanism_name = catalog.names[codes[position]]
             raise InputError(
                 name,
-                f"report {values[position]} is outside mechanism {mechanism_name!r}'s output alphabet "
-                f"0..{limits[position] - 1}",
+                f"report is outside mechanism {mechanism_name!r}'s output alphabet 0..{limits[position] - 1}",
                 row=int(rows[position]),
                 column=column,
             )
@@ -214,11 +234,11 @@ def _integer_reports(raw: pd.Series, rows: np.ndarray, name: str, column: str) -
         fractional = numbers != np.floor(numbers)
         if fractional.any():
             position = int(np.flatnonzero(fractional)[0])
-            raise InputError(name, f"report {numbers[position]!r} is not an integer", row=int(rows[position]), column=column)
+            raise InputError(name, "report is not an integer", row=int(rows[position]), column=column)
         return numbers.astype(np.int64)
     text = raw.astype(str)
     integer = text.str.fullmatch(_INTEGER_TEXT).to_numpy(dtype=bool)
     if not integer.all():
         position = int(np.flatnonzero(~integer)[0])
-        raise InputError(name, f"report {text.iloc[position]!r} is not an integer", row=int(rows[position]), column=column)
+        raise InputError(name, "report is not an integer", row=int(rows[position]), column=column)
     return text.astype(np.int64).to_numpy()

@@ -1,27 +1,50 @@
 """Load a release configuration from YAML and validate it against its schema.
 
-Errors name the file and the key (``crowd.yaml: privacy.gamma: must be greater than 1``).
+Errors name the file and the key (``crowd.yaml: privacy.gamma: must be greater than 1``), as one
+line of at most ``errors.MAX_LINE`` characters (a config value echoed in it is cut short).
 Relative paths in the config are taken relative to the working directory, as a shell user
 expects when running ``privlake run examples/x.yaml`` from the project root.
+
+Hostile files fail fast, before any work (issue 14): a YAML file (config, feature spec) larger
+than ``MAX_YAML_BYTES`` is refused unread, and so is one whose aliases would expand to more than
+``MAX_YAML_NODES`` nodes (a "billion laughs" document is a few lines that expand to 10^9), one
+that refers to itself, or one nested deeper than the parser can follow. Aliases within those
+bounds are allowed.
+
+The ``lake`` of a config is checked on load (``check_lake_path``): a path that is a file, lies
+under a file, is read-only or cannot be created is a config error (exit 2) naming the key; a
+device with no room left is transient (exit 75).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pipelines.platform.errors import ConfigError
+from pipelines.platform.errors import ConfigError, TransientFailure, one_line
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ReleaseConfig = Any
 """A validated configuration of one of the kinds in the registry (``pipelines/kinds.py``)."""
 
+MAX_YAML_BYTES = 1 << 20
+"""A config or feature spec is a few kilobytes: 1 MiB is refused before it is read."""
+MAX_YAML_NODES = 100_000
+"""The most nodes a YAML document may hold once its aliases are expanded."""
+MAX_SHOWN_VALUE = 60
+"""The most characters of a config value echoed in an error line."""
+MIN_FREE_LAKE_BYTES = 16 << 20
+"""Free space the lake's device must have for a release to start (less: transient, exit 75)."""
+
 
 def _describe(error: dict[str, Any]) -> str:
-    location = ".".join(str(part) for part in error["loc"] if not isinstance(part, int) or True)
+    location = ".".join(str(part) for part in error["loc"])
     message = error["msg"]
     if error["type"] == "extra_forbidden":
         message = "unknown key"
@@ -31,7 +54,7 @@ def _describe(error: dict[str, Any]) -> str:
         message = message.removeprefix("Value error, ")
     given = error.get("input")
     if error["type"] not in ("missing", "extra_forbidden") and not isinstance(given, dict):
-        message += f" (got {given!r})"
+        message += f" (got {one_line(repr(given), MAX_SHOWN_VALUE)})"
     return f"{location}: {message}" if location else message
 
 
@@ -43,7 +66,8 @@ def parse_config(document: Any, source: str) -> ReleaseConfig:
     kind = document.get("kind")
     if kind not in KINDS:
         known = ", ".join(sorted(KINDS))
-        raise ConfigError(f"{source}: kind: must be one of {known} (got {kind!r})")
+        shown = one_line(repr(kind), MAX_SHOWN_VALUE) if isinstance(kind, str | int | float | bool | None) else type(kind).__name__
+        raise ConfigError(f"{source}: kind: must be one of {known} (got {shown})")
     return validate_document(config_model(kind), document, source)
 
 
@@ -53,23 +77,136 @@ def validate_document(model: type[ModelT], document: Any, source: str) -> ModelT
     try:
         return model.model_validate(document)
     except ValidationError as error:
-        first = error.errors()[0]
-        more = len(error.errors()) - 1
+        problems = error.errors()
+        more = len(problems) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(f"{source}: {_describe(first)}{suffix}") from None
+        raise ConfigError(one_line(f"{source}: {_describe(problems[0])}{suffix}")) from None
+
+
+def _expanded_nodes(root: yaml.Node, source: str, limit: int) -> int:
+    """How many nodes the document holds with every alias expanded (an alias node is shared in
+    the composed graph, so this is counted over the graph, in linear time); refuses a document
+    that refers to itself or exceeds ``limit``."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            children = _children(node)
+            sizes[key] = min(1 + sum(sizes[id(child)] for child in children), limit + 1)
+            if sizes[key] > limit:
+                raise ConfigError(
+                    f"{source}: the YAML document expands to more than {limit:,} values (aliases repeat "
+                    "content); refused"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ConfigError(f"{source}: the YAML document refers to itself through an alias; refused")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        mark = error.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{error.problem}{where}"
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """The YAML document of ``text`` with aliases bounded (module docstring)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, source, MAX_YAML_NODES)
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        raise ConfigError(one_line(f"{source}: not valid YAML: {_yaml_problem(error)}")) from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: Path, what: str) -> Any:
-    """The YAML document of a file (``what`` names the file in the error when it is missing)."""
+    """The YAML document of a file (``what`` names the file in the error when it is missing);
+    at most ``MAX_YAML_BYTES``, aliases bounded."""
     if not path.is_file():
         raise ConfigError(f"{path}: {what} file not found")
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: the {what} file is {size:,} bytes; at most {MAX_YAML_BYTES:,} (refused unread)")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigError(f"{path}: not valid YAML: {first_line}") from None
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid YAML: not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: the {what} file cannot be read ({error.strerror or type(error).__name__})") from None
+    return load_yaml_text(text, str(path))
+
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:/")
+
+
+def check_lake_path(lake: Path, source: str) -> None:
+    """Refuse, before any work, a lake folder that cannot be used: a file, a path under a file, a
+    read-only folder, one that cannot be created (``ConfigError``, exit 2, naming the key); a
+    device with less than ``MIN_FREE_LAKE_BYTES`` free is ``TransientFailure`` (exit 75). A URI
+    (a catalog's object store) is left to the catalog."""
+    text = str(lake)
+    if _URI.match(text):
+        return
+    where = f"{source}: lake: {text}"
+    path = Path(os.path.abspath(lake))
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise ConfigError(f"{where}: is a file, not a folder" if existing == path
+                          else f"{where}: cannot be created: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: is read-only (cannot write into it)" if existing == path
+                          else f"{where}: cannot be created: {existing} is read-only")
+    if existing != path:
+        first_missing = path
+        while first_missing.parent != existing:
+            first_missing = first_missing.parent
+        try:
+            first_missing.mkdir()
+            first_missing.rmdir()
+        except OSError as error:
+            raise ConfigError(f"{where}: cannot be created ({error.strerror or type(error).__name__})") from None
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return
+    if free < MIN_FREE_LAKE_BYTES:
+        raise TransientFailure(f"{where}: no space left on the device ({free:,} bytes free; a release needs at "
+                               f"least {MIN_FREE_LAKE_BYTES:,}): retry when space is freed")
 
 
 def load_config(path: Path | str) -> ReleaseConfig:
     path = Path(path)
-    return parse_config(read_yaml(path, "config"), str(path))
+    config = parse_config(read_yaml(path, "config"), str(path))
+    lake = getattr(config, "lake", None)
+    if isinstance(lake, str | Path):
+        check_lake_path(Path(lake), str(path))
+    return config

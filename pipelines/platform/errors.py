@@ -11,9 +11,20 @@ The exit codes are the scheduler contract (``privlake --help``, ``README.md``):
 | 5 | nothing to release |
 | 75 | transient infrastructure failure: a retry may succeed |
 | 1 | a bug (one line; ``PRIVLAKE_DEBUG=1`` for the traceback) |
+
+Every expected failure is one of the classes below, so it carries its code; an ``OSError`` that
+reaches the command line is mapped by :func:`expected_failure` (a full disk is transient, a
+read-only or unusable path is bad input). Error lines never echo raw input values (issue 12): a
+reader names the file, row and column and says what is wrong, never the cell or the row.
 """
 
 from __future__ import annotations
+
+import errno
+import re
+
+MAX_LINE = 300
+"""The longest error line a message is cut to (config values echoed in it stay readable)."""
 
 
 class PrivlakeError(Exception):
@@ -73,3 +84,43 @@ class ReleaseQuarantined(PrivlakeError):
     """The output failed validation: it went to quarantine, nothing was published."""
 
     exit_code = 3
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` as one line of at most ``limit`` characters: runs of whitespace (newlines too)
+    become one space, and a longer text is cut with ``...``."""
+    flat = re.sub(r"\s+", " ", str(text)).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+_TRANSIENT_ERRNOS = frozenset(
+    code for code in (getattr(errno, name, None) for name in ("ENOSPC", "EDQUOT", "EIO", "ETIMEDOUT", "EAGAIN"))
+    if code is not None
+)
+_BAD_PATH_ERRNOS = frozenset(
+    code for code in (getattr(errno, name, None)
+                      for name in ("EROFS", "EACCES", "EPERM", "ENOTDIR", "EISDIR", "ENAMETOOLONG", "ELOOP"))
+    if code is not None
+)
+
+
+def expected_failure(error: BaseException) -> PrivlakeError | None:
+    """The expected failure an exception stands for, or ``None`` for a bug.
+
+    A ``PrivlakeError`` is itself. An ``OSError`` is the file system speaking: a full disk or
+    quota, an I/O error or a timeout is a ``TransientFailure`` (75: a retry may succeed once
+    space is freed); a read-only file system, a permission refused, a path that is a file where a
+    folder is needed (or the reverse) is bad input (2). Anything else stays a bug. The line names the path
+    and the reason, never file contents.
+    """
+    if isinstance(error, PrivlakeError):
+        return error
+    if not isinstance(error, OSError) or error.errno is None:
+        return None
+    where = error.filename if error.filename is not None else "the lake"
+    reason = error.strerror or errno.errorcode.get(error.errno, "I/O error")
+    if error.errno in _TRANSIENT_ERRNOS:
+        return TransientFailure(one_line(f"{where}: {reason} (transient: retry when fixed)"))
+    if error.errno in _BAD_PATH_ERRNOS:
+        return PrivlakeError(one_line(f"{where}: {reason}"))
+    return None

@@ -22,7 +22,8 @@ class InvalidReleaseId(PrivlakeError, ValueError):
 def check_release_id(release_id: str) -> str:
     """``release_id`` itself when it is letters, digits, ``.``, ``_`` and ``-`` (at most 128,
     starting with a letter or digit); ``InvalidReleaseId`` otherwise."""
-    if not isinstance(release_id, str) or not RELEASE_ID_PATTERN.match(release_id):
+    # fullmatch: the pattern's ``$`` alone would accept a trailing newline (issue 14)
+    if not isinstance(release_id, str) or not RELEASE_ID_PATTERN.fullmatch(release_id):
         raise InvalidReleaseId(f"release id {release_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
     return release_id
 

@@ -1,12 +1,30 @@
 """Reading input files, shared by every release kind: whole files as Arrow or text tables with
-one-line errors (file, row, column), content fingerprints, the common CSV conventions (empty
-text is missing, ``recode`` of spellings). Each kind's reader (``pipelines/<kind>/input.py``)
-builds its canonical frame on these. Inputs are only ever read.
+one-line errors (file, row, column), content fingerprints, the common CSV conventions (missing
+values, ``recode`` of spellings). Each kind's reader (``pipelines/<kind>/input.py``) builds its
+canonical frame on these. Inputs are only ever read.
+
+Error lines never echo raw data (issue 12): a read or validation error names the file, the row,
+the column and what is wrong — never a cell's content, never a row's text. Parser messages that
+embed the offending row (Arrow's ``Expected 3 columns, got 4: <the row>``) are rewritten from
+their numbers; a parser message this module does not know is replaced by a generic one naming
+only the exception's type. Reasons raised by the encoders over public domains
+(``DomainViolation``) go through :func:`domain_reason`, which keeps the reason and drops the value.
+
+Missing values in CSV (one rule for every kind): a field is missing when it is empty or is exactly
+one of :data:`NULL_SPELLINGS` (``NA``, ``N/A``, ``n/a``, ``NULL``, ``null``, ``Null``, ``NaN``,
+``nan``, ``NAN``, ``#N/A``); where a value is required, a missing one is an error naming the row and
+column ("missing value", "source id is null", ...), never a category or id spelled ``NA``. Tabular
+and filter tables drop the spaces around a field first (so ``" NA "`` and ``"  "`` are missing
+too); crowd and ldp fields are taken as written. ``recode`` applies before this rule, so a config
+can map a null spelling to a category (``recode: {workclass: {"NA": "?"}}``). Parquet has real
+nulls: only those are missing there (a Parquet string ``"NA"`` is text).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -45,10 +63,107 @@ def file_fingerprint(*paths: Path) -> str:
     return "sha256:" + files_digest(list(paths), separator=b"\0").hexdigest()
 
 
+NULL_SPELLINGS = ("", "NA", "N/A", "n/a", "NULL", "null", "Null", "NaN", "nan", "NAN", "#N/A")
+"""What a CSV field may say to be missing (module docstring), in every kind's input."""
+
+
 def first_line(error: Exception) -> str:
     """The first line of an error's text (or its type's name): errors are one line."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+_DOMAIN_REASONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.DOTALL), replacement)
+    for pattern, replacement in (
+        (r"^missing value \(null/NaN\)$", "missing value (blank or a null spelling)"),
+        (r"^missing label \(null/NaN\)$", "missing label (blank or a null spelling)"),
+        (r"^value .* is not one of the schema's categories$", "value is not one of the schema's categories"),
+        (r"^value .* is not a number$", "value is not a number"),
+        (r"^value .* is outside the bounds (\[[^\[\]]*\])$", r"value is outside the bounds \1"),
+        (r"^not a finite number: .*$", "value is not a finite number"),
+        (r"^category .* is not in the feature's category list$", "value is not in the feature's category list"),
+        (r"^label .* is not in the label's category list$", "label is not in the label's category list"),
+        (r"^value is in none of the label's groups$", "value is in none of the label's groups"),
+        (r"^value is not a finite number$", "value is not a finite number"),
+    )
+)
+
+
+def domain_reason(message: str) -> str:
+    """The reason of a ``DomainViolation`` (``transforms``: e.g. ``value 'x' is not a number``)
+    without the offending value: known reasons keep their words and the public domain (bounds),
+    anything else becomes a generic reason (the value is never echoed)."""
+    for pattern, replacement in _DOMAIN_REASONS:
+        if pattern.match(message):
+            return pattern.sub(replacement, message)
+    return "value is outside its column's public domain"
+
+
+def _data_row(path: Path, line: int, header: bool) -> int | None:
+    """The 1-based data row at physical ``line`` of a text file: blank lines skipped, as the
+    readers count rows (``None`` when the file cannot be read again)."""
+    try:
+        with open(path, "rb") as handle:
+            kept = sum(1 for text in itertools.islice(handle, line) if text.strip())
+    except OSError:
+        return None
+    return max(kept - (1 if header else 0), 1)
+
+
+def csv_problem(path: Path, error: BaseException, *, header: bool = True, arrow: bool = False) -> InputError:
+    """One line for a CSV the parser refused, without the row's text: the shape error's row and
+    field counts, an encoding error, an unterminated quote; otherwise only the exception's type."""
+    name = str(path)
+    text = str(error)
+    row: int | None = None
+    if isinstance(error, UnicodeDecodeError) or re.search(r"invalid UTF-?8", text, re.IGNORECASE):
+        reason = "not valid UTF-8 text"
+    elif shape := re.search(r"Expected (\d+) (?:columns|fields)(?: in line (\d+))?, (?:got|saw) (\d+)", text):
+        expected, line, found = shape.groups()
+        if arrow:
+            row = _arrow_ragged_row(path)
+        elif line is not None:
+            row = _data_row(path, int(line), header)
+        reason = f"a row has {found} fields where the header has {expected}" if header else (
+            f"a row has {found} fields where {expected} columns are named")
+    elif re.search(r"EOF inside string|unterminated", text, re.IGNORECASE):
+        reason = "a quoted field is never closed"
+    elif re.search(r"Empty CSV file|No columns to parse", text, re.IGNORECASE):
+        reason = "empty file: no header and no rows"
+    else:
+        reason = f"malformed CSV ({type(error).__name__})"
+    return InputError(name, f"cannot be read as CSV: {reason}", row=row)
+
+
+def _arrow_ragged_row(path: Path) -> int | None:
+    """The data row of the first row with the wrong number of fields, found by reading the file
+    again on one thread (Arrow numbers rows only then; its message also holds the row's text,
+    which stays here)."""
+    try:
+        pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False),
+                       convert_options=pacsv.ConvertOptions(include_columns=[]))
+    except pa.ArrowInvalid as error:
+        found = re.search(r"Row #(\d+)", str(error))
+        if found:
+            return max(int(found.group(1)) - 1, 1)
+    except (pa.ArrowException, OSError):
+        return None
+    return None
+
+
+def parquet_problem(path: Path, error: BaseException) -> InputError:
+    """One line for a Parquet file that cannot be read (no parser text is echoed)."""
+    text = str(error)
+    if re.search(r"magic bytes not found|not a parquet file", text, re.IGNORECASE):
+        reason = "not a Parquet file (no Parquet footer)"
+    elif re.search(r"Parquet file size is 0|size is 0 bytes", text, re.IGNORECASE):
+        reason = "empty file"
+    elif isinstance(error, OSError) and not isinstance(error, pa.ArrowException):
+        reason = f"the file cannot be opened ({error.strerror or type(error).__name__})"
+    else:
+        reason = f"corrupt or unsupported Parquet file ({type(error).__name__})"
+    return InputError(str(path), f"cannot be read as PARQUET: {reason}")
 
 
 def read_input_table(
@@ -80,8 +195,9 @@ def read_input_table(
                 convert_options=pacsv.ConvertOptions(
                     include_columns=wanted,
                     column_types={column: pa.string() for column in wanted},
+                    null_values=list(NULL_SPELLINGS),
                     strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
+                    quoted_strings_can_be_null=True,
                 ),
             )
         schema = pq.read_schema(path)
@@ -93,7 +209,9 @@ def read_input_table(
     except InputError:
         raise
     except (pa.ArrowInvalid, pa.ArrowException, OSError, UnicodeDecodeError) as error:
-        raise InputError(name, f"cannot be read as {settings.format.upper()}: {first_line(error)}") from None
+        if settings.format == "csv":
+            raise csv_problem(path, error, arrow=True) from None
+        raise parquet_problem(path, error) from None
 
 
 def missing_column(name: str, settings: MappedTableSettings, column: str, present: list[str]) -> InputError:
@@ -127,9 +245,10 @@ def read_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:
             )
     except InputError:
         raise
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError(name, f"cannot be read as {reading.format.upper()}: {first}") from None
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError, pa.ArrowException) as error:
+        if reading.format == "parquet":
+            raise parquet_problem(reading.path, error) from None
+        raise csv_problem(reading.path, error, header=reading.header) from None
     frame.columns = [str(column).strip() for column in frame.columns]
     return frame
 
@@ -142,9 +261,18 @@ def apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
     return frame
 
 
+def read_records_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:
+    """``read_table``, then ``recode``, then the missing-value rule (CSV only: Parquet has nulls)."""
+    frame = apply_recode(read_table(reading, names), reading)
+    return as_missing(frame) if reading.format == "csv" else frame
+
+
 def as_missing(frame: pd.DataFrame) -> pd.DataFrame:
-    """Empty text fields are missing values (CSV has no other way to write a null)."""
+    """Text fields that are blank or a null spelling (:data:`NULL_SPELLINGS`, surrounding spaces
+    dropped) are missing values: CSV has no other way to write a null. Run after ``recode``."""
+    spellings = set(NULL_SPELLINGS)
     for column in frame.columns:
         if frame[column].dtype == object:
-            frame[column] = frame[column].where(frame[column].astype(str).str.strip() != "", None)
+            text = frame[column].astype(str).str.strip()
+            frame[column] = frame[column].where(~text.isin(spellings) | frame[column].isna(), None)
     return frame

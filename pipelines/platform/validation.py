@@ -4,8 +4,9 @@ DESIGN.md, "Releases and the lake", and issue 2, "Bad input": the input claims a
 before any computation (schema, non-null ids, finite values, duplicates policy) and the
 synthetic output before it is published (columns, types, finite values, at most ``m`` claims
 per object, no released object below ``k`` input claims, no suppressed object released). A
-failing input stops the run with one clear line naming file, row and column; a failing
-output is quarantined.
+failing input stops the run with one clear line naming file, row and column — never a value of
+the input (a duplicate names the earlier row, not the repeated key; an observed value is shown
+only when it is a type name); a failing output is quarantined.
 
 The suites themselves are data (``schemas/expectations.py`` and each kind's
 ``schemas/<kind>/expectations.py``); this module runs them with an ephemeral GX context over a
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.platform.errors import one_line
 from schemas.expectations import ExpectationSpec, ExpectationSuiteSpec
 from schemas.tables import ROW_NUMBER
 
@@ -190,6 +192,8 @@ class IssueWriter:
         self.file = file
         self.column_names = column_names
         self.table = table
+        self.raw = table == "input"
+        """An input frame holds raw data: its issue lines name rows and columns, never a value."""
         self.checks: list[dict[str, Any]] = []
         self.issues: list[ValidationIssue] = []
 
@@ -239,11 +243,13 @@ class IssueWriter:
             present = ", ".join(self.name(str(name)) for name in frame.columns if name != ROW_NUMBER)
             return ValidationIssue(self.file, None, column, f"{message} (columns present: {present or 'none'})")
         if outcome["exception"]:
-            return ValidationIssue(self.file, None, column, f"{message} (check could not run: {outcome['exception']})", columns)
+            reason = type_name_only(outcome["exception"]) if self.raw else one_line(outcome["exception"], 120)
+            return ValidationIssue(self.file, None, column, f"{message} (check could not run: {reason})", columns)
         if not samples:
             observed = result.get("observed_value")
-            if observed is not None and spec.expectation_type != "expect_table_row_count_to_be_between":
-                message = f"{message} (found {observed})"
+            if (observed is not None and spec.expectation_type != "expect_table_row_count_to_be_between"
+                    and (not self.raw or spec.expectation_type in _TYPE_EXPECTATIONS)):
+                message = f"{message} (found {one_line(str(observed), 80)})"
             return ValidationIssue(self.file, None, column, message, columns)
         unexpected = int(result.get("unexpected_count") or len(samples))
         if ROW_NUMBER in suite.index_columns:
@@ -251,15 +257,14 @@ class IssueWriter:
             first, earlier_row = _first_offending_row(spec, ordered)
             details = []
             if earlier_row is not None:
-                key = ", ".join(f"{self.name(name)} {first.get(name)!r}" for name in spec.columns)
-                details.append(f"{key} first at row {earlier_row}")
+                details.append(f"the same {' and '.join(self.name(name) for name in spec.columns)} as row {earlier_row}")
             if unexpected > 1:
                 rows = ", ".join(str(row[ROW_NUMBER]) for row in ordered[:5])
                 details.append(f"{unexpected} rows in all, first rows {rows}")
             text = f"{message}; {'; '.join(details)}" if details else message
             return ValidationIssue(self.file, int(first[ROW_NUMBER]), column, text, columns)
         first = samples[0]
-        where = ", ".join(f"{name} {first[name]!r}" for name in suite.index_columns if name in first)
+        where = "" if self.raw else ", ".join(f"{name} {first[name]!r}" for name in suite.index_columns if name in first)
         text = f"{where}: {message}" if where else message
         if unexpected > 1:
             text += f" ({unexpected} {'objects' if suite.index_columns == ('object_id',) else 'rows'} in all)"
@@ -267,6 +272,17 @@ class IssueWriter:
 
     def result(self) -> ValidationResult:
         return ValidationResult(not self.issues, self.checks, self.issues)
+
+
+_TYPE_EXPECTATIONS = ("expect_column_values_to_be_of_type", "expect_column_values_to_be_in_type_list")
+"""Expectations whose observed value is a type name, never data: the only ones an input issue
+shows it for."""
+
+
+def type_name_only(exception_message: str) -> str:
+    """The leading ``Name:`` of an exception message when it has one (a message may quote data)."""
+    head = str(exception_message).split(":", 1)[0].strip()
+    return head if head.isidentifier() else "an error in the check"
 
 
 def _first_offending_row(spec: ExpectationSpec, ordered: list[dict[str, Any]]) -> tuple[dict[str, Any], int | None]:

@@ -5,7 +5,10 @@ The file is read as text (so a numeric column holding text is caught with its ro
 after separators are dropped (Adult writes ``", "``), ``recode`` maps spellings to the schema's
 categories, and ``transforms.tabular.encoding`` turns each value into its code — categories by
 the schema's list, numbers by the schema's bins — raising for a value outside its public domain
-(or clipping it, when the schema says so). The input is only ever read.
+(or clipping it, when the schema says so). Error lines name the row and column and never echo the
+value (``pipelines.platform.input.domain_reason``); blank fields and the null spellings
+(``pipelines.platform.input.NULL_SPELLINGS``: ``NA``, ``null``, ...) of a CSV are missing values,
+an error wherever they appear. The input is only ever read.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines.platform.errors import ConfigError, InputError
-from pipelines.platform.input import apply_recode, as_missing, read_table
+from pipelines.platform.config import read_yaml
+from pipelines.platform.errors import ConfigError, InputError, one_line
+from pipelines.platform.input import domain_reason, read_records_table
 from schemas.base import TableReading
-from schemas.tabular.schema import NumericAttribute, TabularSchema, load_tabular_schema
+from schemas.tabular.config import MAX_DOMAIN_SIZE
+from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema, load_tabular_schema
 from transforms.tabular.encoding import ColumnMismatch, DomainViolation, EncodedRecords, encode_records
 
 
@@ -30,19 +35,29 @@ class TabularRecords:
 
 
 def read_schema(path: Path) -> TabularSchema:
-    if not path.is_file():
-        raise ConfigError(f"{path}: schema file not found")
+    """The schema file, validated; refused before any work when it is a hostile YAML document
+    (``pipelines.platform.config.read_yaml``: size, alias expansion) or an attribute has more than
+    ``MAX_DOMAIN_SIZE`` codes (one line naming the attribute)."""
+    read_yaml(path, "schema")
     try:
-        return load_tabular_schema(path)
+        schema = load_tabular_schema(path)
     except ValueError as error:
-        raise ConfigError(str(error).splitlines()[0]) from None
+        raise ConfigError(one_line(str(error).splitlines()[0])) from None
+    for position, attribute in enumerate(schema.attributes):
+        if attribute.domain_size > MAX_DOMAIN_SIZE:
+            key = "categories" if isinstance(attribute, CategoricalAttribute) else "bins"
+            raise ConfigError(
+                f"{path}: attributes.{position}.{key}: attribute {attribute.name!r} has {attribute.domain_size} codes; "
+                f"at most {MAX_DOMAIN_SIZE}"
+            )
+    return schema
 
 
 def read_tabular_records(reading: TableReading, schema: TabularSchema) -> TabularRecords:
     """Read, recode and encode; ``InputError`` for an unknown or missing column, an empty table, a
     value outside its public domain, text in a numeric column or a missing value."""
     name = str(reading.path)
-    frame = apply_recode(as_missing(read_table(reading, schema.names)), reading)
+    frame = read_records_table(reading, schema.names)
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     try:
@@ -50,7 +65,7 @@ def read_tabular_records(reading: TableReading, schema: TabularSchema) -> Tabula
     except ColumnMismatch as error:
         raise InputError(name, str(error)) from None
     except DomainViolation as error:
-        raise InputError(name, error.message, row=error.row + 1, column=error.column) from None
+        raise InputError(name, domain_reason(error.message), row=error.row + 1, column=error.column) from None
     return TabularRecords(typed_frame(frame, schema), encoded)
 
 

@@ -23,6 +23,17 @@ from schemas.base import Budget, EngineSettings, StrictModel, TableReading
 from schemas.uniqueness import require_unique
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+# Upper bounds of the size parameters (issue 14: an absurd size fails on load, naming its key).
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 1 << 20
+MAX_LATENT_DIMENSION = 1024
+MAX_HIDDEN_WIDTH = 8192
+MAX_HIDDEN_LAYERS = 8
+MAX_VAE_WEIGHTS = 1 << 26
+"""The hidden layers' and latent's weights together (float32: 256 MiB), checked on load."""
+MAX_TRAINING_RECORDS = 1_000_000_000
+MAX_EVALUATION_RECORDS = 10_000_000
+MAX_CHOICES = 256
 
 
 class FilterTableReading(TableReading):
@@ -113,8 +124,8 @@ class FilterChoice(StrictModel):
 class EncoderTraining(StrictModel):
     """Adam settings of the VAE (``transforms.filter.vae.VaeTrainingConfig``)."""
 
-    epochs: int = Field(40, ge=1)
-    batch_size: int = Field(256, ge=1)
+    epochs: int = Field(40, ge=1, le=MAX_EPOCHS)
+    batch_size: int = Field(256, ge=1, le=MAX_BATCH_SIZE)
     learning_rate: float = Field(2e-3, gt=0)
     robustness_weight: float = Field(1.0, ge=0, description="lambda of the decoder-robustness term")
     robustness_max_sigma: float = Field(0.5, ge=0, description="largest latent perturbation in training")
@@ -125,8 +136,9 @@ class EncoderSettings(StrictModel):
     or an artifact id) and, for ``train-encoder``, its shape and training."""
 
     artifact: str = Field("latest", pattern=r"^(latest|[0-9a-f]{64})$")
-    latent_dimension: int = Field(16, ge=1)
-    hidden_widths: list[int] = Field(default_factory=lambda: [128, 128])
+    latent_dimension: int = Field(16, ge=1, le=MAX_LATENT_DIMENSION)
+    hidden_widths: list[int] = Field(default_factory=lambda: [128, 128], max_length=MAX_HIDDEN_LAYERS,
+                                     description=f"at most {MAX_HIDDEN_LAYERS} layers of at most {MAX_HIDDEN_WIDTH}")
     numeric_noise_scale: float = Field(0.03, gt=0)
     training: EncoderTraining = EncoderTraining()
 
@@ -135,18 +147,29 @@ class EncoderSettings(StrictModel):
     def _positive(cls, widths: list[int]) -> list[int]:
         if any(width < 1 for width in widths):
             raise ValueError("hidden widths must be positive")
+        if any(width > MAX_HIDDEN_WIDTH for width in widths):
+            raise ValueError(f"hidden widths must be at most {MAX_HIDDEN_WIDTH}")
         return widths
+
+    @model_validator(mode="after")
+    def _weights_fit(self) -> EncoderSettings:
+        layers = [*self.hidden_widths, self.latent_dimension]
+        weights = sum(left * right for left, right in zip(layers, layers[1:], strict=False))
+        if weights > MAX_VAE_WEIGHTS:
+            raise ValueError(f"the VAE's hidden and latent layers would hold {weights} weights; at most {MAX_VAE_WEIGHTS}")
+        return self
 
 
 class FilterTraining(StrictModel):
     """Settings shared by every choice's min-max training (``FilterTrainingConfig``)."""
 
-    epochs: int = Field(15, ge=1)
-    batch_size: int = Field(512, ge=1)
+    epochs: int = Field(15, ge=1, le=MAX_EPOCHS)
+    batch_size: int = Field(512, ge=1, le=MAX_BATCH_SIZE)
     privacy_objective: Literal["adversary_loss", "prior_matching"] = "adversary_loss"
-    refit_every: int = Field(50, ge=1)
+    refit_every: int = Field(50, ge=1, le=1_000_000)
     max_records: int | None = Field(
-        None, ge=2, description="train each filter on at most this many training records (keyed sample)"
+        None, ge=2, le=MAX_TRAINING_RECORDS,
+        description="train each filter on at most this many training records (keyed sample); at most 10^9",
     )
 
 
@@ -155,7 +178,8 @@ class FilterPrivacy(StrictModel):
     orders: list[float] = Field(
         default_factory=lambda: [1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 16.0, 32.0, 64.0],
         min_length=1,
-        description="Renyi orders alpha > 1 reported in the manifest",
+        max_length=256,
+        description="Renyi orders alpha > 1 reported in the manifest (at most 256)",
     )
     conversion: Literal["balle2020", "mironov2017"] = "balle2020"
     budget: Budget | None = None
@@ -178,7 +202,7 @@ class FilterEvaluation(StrictModel):
     classifiers: list[Literal["logistic", "gradient_boosting"]] = Field(
         default_factory=lambda: ["logistic", "gradient_boosting"], min_length=1
     )
-    max_records: int = Field(20_000, ge=20)
+    max_records: int = Field(20_000, ge=20, le=MAX_EVALUATION_RECORDS, description="at most 10^7")
     test_fraction: float = Field(0.3, gt=0, lt=1)
 
 
@@ -189,8 +213,9 @@ class FilterConfig(StrictModel):
     training: FilterTableReading = Field(description="the collector's labelled records: VAE and filters")
     input: FilterInput = Field(description="the records to privatize")
     feature_spec: Path = Field(description="YAML file with `features:` (schemas/filter/features.py)")
-    labels: dict[str, LabelDefinition] = Field(min_length=2)
-    choices: list[FilterChoice] = Field(min_length=1)
+    labels: dict[str, LabelDefinition] = Field(min_length=2, max_length=MAX_CHOICES)
+    choices: list[FilterChoice] = Field(min_length=1, max_length=MAX_CHOICES,
+                                        description=f"one filter trained per choice; at most {MAX_CHOICES}")
     default_choice: str | None = None
     encoder: EncoderSettings = EncoderSettings()
     filter_training: FilterTraining = FilterTraining()

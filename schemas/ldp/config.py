@@ -20,6 +20,9 @@ from pydantic import Field, model_validator
 from schemas.base import EngineSettings, StrictModel
 
 ESTIMATORS = ("gibu", "inv_m", "ibu_m", "rap_m")
+MAX_SECRETS = 4096
+"""The most secrets (values or grid cells) a release estimates: the estimators hold secrets x
+reports matrices (issue 14: an absurd size fails on load, naming its key)."""
 
 
 class ReportColumns(StrictModel):
@@ -46,10 +49,10 @@ class SecretLayout(StrictModel):
     """
 
     layout: Literal["line", "grid"] = "line"
-    first_value: int = 0
-    values: int | None = Field(None, ge=2)
-    rows: int | None = Field(None, ge=1)
-    columns: int | None = Field(None, ge=1)
+    first_value: int = Field(0, ge=-(2**62), le=2**62)
+    values: int | None = Field(None, ge=2, le=MAX_SECRETS, description=f"at most {MAX_SECRETS}")
+    rows: int | None = Field(None, ge=1, le=MAX_SECRETS)
+    columns: int | None = Field(None, ge=1, le=MAX_SECRETS, description=f"rows x columns at most {MAX_SECRETS}")
     cell_side: float = Field(
         1.0, gt=0, description="grid: a cell's side in the unit of distance (planar ε is per unit; EMD is in it)"
     )
@@ -62,6 +65,8 @@ class SecretLayout(StrictModel):
             raise ValueError("secrets.rows and secrets.columns are for layout 'grid'")
         if self.layout == "grid" and self.values is not None:
             raise ValueError("secrets.values is for layout 'line' (a grid has rows x columns cells)")
+        if self.layout == "grid" and self.size > MAX_SECRETS:  # type: ignore[operator]
+            raise ValueError(f"secrets.rows x secrets.columns is {self.size}; at most {MAX_SECRETS} cells")
         return self
 
     @property
@@ -84,7 +89,7 @@ class EstimatorSettings(StrictModel):
         description="IBU_M/GIBU: stop when an EM step changes θ by at most this (L1); far below the sampling "
         "error of any realistic n, and EM approaches zero-probability secrets only sublinearly below it",
     )
-    max_iterations: int = Field(10_000, ge=1, description="IBU_M/GIBU: cap on EM steps")
+    max_iterations: int = Field(10_000, ge=1, le=1_000_000, description="IBU_M/GIBU: cap on EM steps; at most 10^6")
     acceleration: Literal["squarem", "none"] = Field(
         "squarem", description="IBU_M/GIBU: SQUAREM extrapolation (same fixed point, far fewer steps) or plain EM"
     )
@@ -112,7 +117,7 @@ class SimulatedMechanisms(StrictModel):
 
     type: Literal["krr", "truncated_geometric", "planar_geometric", "rappor"]
     epsilon: tuple[float, float] = Field(description="[low, high] range of ε")
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=1000, description="mechanisms in the family; at most 1000")
     share: float = Field(1.0, gt=0, description="relative share of the users given this family")
 
     @model_validator(mode="after")
@@ -125,7 +130,7 @@ class SimulatedMechanisms(StrictModel):
 
 class LdpSimulation(StrictModel):
     source: SimulationSource
-    mechanisms: list[SimulatedMechanisms] = Field(min_length=1)
+    mechanisms: list[SimulatedMechanisms] = Field(min_length=1, max_length=100)
     truth_out: Path | None = Field(None, description="where to write the true distribution (Parquet)")
 
 

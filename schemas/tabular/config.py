@@ -15,6 +15,16 @@ from pydantic import Field, model_validator
 
 from schemas.base import Budget, EngineSettings, StrictModel, TableReading
 
+# Upper bounds of the size parameters (issue 14: an absurd size fails on load, naming its key,
+# instead of late with MemoryError).
+MAX_DEGREE = 6
+MAX_COMPLEXITY_CAP = 1 << 20
+MAX_RECORDS = 100_000_000
+MAX_ATTEMPTS = 10_000_000_000
+MAX_BATCH_SIZE = 1 << 20
+MAX_DOMAIN_SIZE = 1 << 20
+"""The most codes (categories or bins) of one attribute of the schema file (checked on reading it)."""
+
 
 class TabularInput(TableReading):
     schema_path: Path = Field(alias="schema", description="the schema file: attributes and public domains")
@@ -72,9 +82,10 @@ class TabularPrivacy(StrictModel):
 
 class TabularModel(StrictModel):
     score: Literal["mutual_information", "correlation_merit"] = "mutual_information"
-    max_degree: int = Field(2, ge=0, description="largest parent set")
+    max_degree: int = Field(2, ge=0, le=MAX_DEGREE, description=f"largest parent set; at most {MAX_DEGREE}")
     complexity_cap: int = Field(
-        4096, ge=1, description="largest table: product of the parents' domain sizes times the child's"
+        4096, ge=1, le=MAX_COMPLEXITY_CAP,
+        description="largest table: product of the parents' domain sizes times the child's; at most 2^20 cells",
     )
     dirichlet_alpha: float = Field(1.0, ge=0, description="pseudo-count added to every noisy count")
 
@@ -83,9 +94,15 @@ class TabularSynthesis(StrictModel):
     omega: int | Literal["all"] = Field(
         "all", description="attributes resampled from the model (the rest are kept from the seed); all = m"
     )
-    records: int | None = Field(None, ge=1, description="records to release; default: the input's size")
-    max_attempts: int | None = Field(None, ge=1, description="candidate cap; default 20 x records")
-    batch_size: int = Field(65_536, ge=1, description="candidates per keyed batch")
+    records: int | None = Field(
+        None, ge=1, le=MAX_RECORDS, description="records to release; default: the input's size; at most 10^8"
+    )
+    max_attempts: int | None = Field(
+        None, ge=1, le=MAX_ATTEMPTS, description="candidate cap; default 20 x records; at most 10^10"
+    )
+    batch_size: int = Field(
+        65_536, ge=1, le=MAX_BATCH_SIZE, description="candidates per keyed batch; at most 2^20 (held in memory at once)"
+    )
 
 
 class TabularEvaluation(StrictModel):

@@ -87,7 +87,8 @@ def test_non_numeric_value_names_row_and_column(tmp_path, capsys):
     frame = small_claims().astype({"answer": object})
     frame.loc[16, "answer"] = "twelve"
     code, _, err, _, lake = run_with_input(tmp_path, capsys, frame)
-    assert_one_line_failure(code, err, "input.csv", "row 17", "column 'answer'", "'twelve'", "not a number")
+    assert_one_line_failure(code, err, "input.csv", "row 17", "column 'answer'", "value is not a number")
+    assert "twelve" not in err, "an error line never echoes the raw value (issue 12)"
     assert_nothing_published(capsys, lake)
 
 

@@ -115,4 +115,4 @@ def test_bad_input_on_spark_is_one_line_on_stderr(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
     run = privlake("run", str(path), "--engine", "spark", "--master", "local[2]")
     assert run.returncode == 2
-    assert run.stderr.strip().splitlines() == [f"privlake: {data}, row 2, column 'answer': 'x' is not a number"]
+    assert run.stderr.strip().splitlines() == [f"privlake: {data}, row 2, column 'answer': value is not a number"]

@@ -266,15 +266,15 @@ def trained_case(tmp_path: Path):
     return case
 
 
-BAD_INPUTS = [
+BAD_INPUTS = [  # error lines name the row and column, never the value (issue 12)
     ("category", lambda d: d.assign(colour=d["colour"].where(d.index != 6, "purple")),
-     {}, "row 7, column 'colour': category 'purple' is not in the feature's category list"),
+     {}, "row 7, column 'colour': value is not in the feature's category list"),
     ("bounds", lambda d: d.assign(height=d["height"].where(d.index != 3, 400.0)),
-     {}, "row 4, column 'height': value 400.0 is outside the bounds [100.0, 220.0]"),
+     {}, "row 4, column 'height': value is outside the bounds [100.0, 220.0]"),
     ("label", lambda d: d.assign(group=d["group"].where(d.index != 9, "c")),
-     {}, "row 10, column 'group': label 'c' is not in the label's category list"),
+     {}, "row 10, column 'group': label is not in the label's category list"),
     ("choice", lambda d: d.assign(choice=d["choice"].where(d.index != 2, "hide-everything")),
-     {"two_choices": True}, "row 3, column 'choice': unknown choice 'hide-everything'"),
+     {"two_choices": True}, "row 3, column 'choice': unknown choice (choices: hide-group, hide-senior)"),
     ("empty group", lambda d: d.assign(choice="hide-group"),
      {"two_choices": True}, "choice 'hide-senior' has no records (an empty group)"),
     ("missing column", lambda d: d.drop(columns=["years"]), {}, "no column 'years'"),

@@ -59,7 +59,7 @@ CASES: dict[str, tuple[Callable[[], tuple], tuple[str, ...]]] = {
     "report outside alphabet": (lambda: (with_row(3, report=4), CATALOG),
                                 ("row 4", "'report'", "outside mechanism 'krr_b'", "0..3")),
     "negative report": (lambda: (with_row(0, report=-1), CATALOG), ("row 1", "outside")),
-    "text report": (lambda: (with_row(1, report="three"), CATALOG), ("row 2", "'three' is not an integer")),
+    "text report": (lambda: (with_row(1, report="three"), CATALOG), ("row 2", "report is not an integer")),
     "duplicate user": (lambda: (with_row(4, user_id=2), CATALOG), ("row 5", "more than one report")),
     "missing report": (lambda: (with_row(1, report=None), CATALOG), ("row 2", "report is missing")),
     "missing column": (lambda: (GOOD_REPORTS.drop(columns=["report"]), CATALOG), ("'report'", "missing")),

@@ -106,8 +106,9 @@ def test_duplicate_claims_are_rejected_at_the_first_repeat() -> None:
     assert [issue.row for issue in result.issues] == [14]
     line = result.issues[0].line()
     assert line.startswith(f"{FILE}: row 14, columns 'question', 'worker': duplicate claim")
-    assert "question 'q0', worker 'w2' first at row 3" in line
+    assert "the same question and worker as row 3" in line
     assert "3 rows in all" in line
+    assert "q0" not in line and "w2" not in line, "an input issue never echoes the repeated key (issue 12)"
 
 
 @pytest.mark.parametrize("policy", ["keep_last", "mean"])

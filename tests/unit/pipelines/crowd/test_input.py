@@ -114,18 +114,19 @@ def test_bad_identifiers_name_the_row_and_column() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "row", "says"),
+    ("body", "row", "raw"),
     [
-        ("item,worker,answer\n1,a,2\n1,b,two\n", 2, "'two' is not a number"),
-        ("item,worker,answer\n1,a,2\n1,b,3\n2,a,0x10\n", 3, "'0x10' is not a number"),
+        ("item,worker,answer\n1,a,2\n1,b,two\n", 2, "two"),
+        ("item,worker,answer\n1,a,2\n1,b,3\n2,a,0x10\n", 3, "0x10"),
     ],
 )
-def test_text_in_the_value_column_names_the_row_and_column(tmp_path: Path, body: str, row: int, says: str) -> None:
+def test_text_in_the_value_column_names_the_row_and_column_not_the_value(tmp_path: Path, body: str, row: int,
+                                                                         raw: str) -> None:
     path = tmp_path / "claims.csv"
     path.write_text(body)
     with pytest.raises(InputError) as caught:
         read_crowd_claims(settings(path))
-    assert_input_error(caught.value, path, says, row=row, column="answer")
+    assert_input_error(caught.value, path, "value is not a number", row=row, column="answer", hides=(raw,))
 
 
 def test_parquet_type_errors_name_the_row_and_column(tmp_path: Path) -> None:

@@ -103,10 +103,10 @@ def test_label_codes_of_each_form() -> None:
         (["F", None], "sex", 1, "missing label"),
         (["F", "X"], "sex", 1, "label 'X' is not in the label's category list"),
         ([">50K", None], "income", 1, "missing label"),
-        ([">50K", "50K"], "income", 1, "value '50K' is in none of the label's groups"),
+        ([">50K", "50K"], "income", 1, "value is in none of the label's groups"),
         (["10", None], "rich", 1, "missing label"),
-        (["10", "20", "lots"], "rich", 2, "not a finite number: 'lots'"),
-        (["10", "inf"], "rich", 1, "not a finite number: 'inf'"),
+        (["10", "20", "lots"], "rich", 2, "value is not a finite number"),
+        (["10", "inf"], "rich", 1, "value is not a finite number"),
     ],
 )
 def test_bad_labels_name_the_position_and_column(values: list, label: str, row: int, says: str) -> None:
@@ -114,6 +114,8 @@ def test_bad_labels_name_the_position_and_column(values: list, label: str, row: 
         label_codes(pd.Series(values, dtype=object), LABELS[label], LABELS[label].column)
     assert (caught.value.row, caught.value.column) == (row, LABELS[label].column)
     assert says in caught.value.message
+    if label != "sex":  # the label's own messages carry no value (the categories' come from transforms)
+        assert str(values[row]) not in caught.value.message
 
 
 def test_csv_records_give_hand_computed_features_and_labels(tmp_path: Path) -> None:
@@ -159,21 +161,26 @@ def test_a_headerless_csv_and_a_parquet_file_give_the_same_records(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    ("body", "row", "column", "says"),
+    ("body", "row", "column", "says", "raw"),
     [
-        ("age,colour,weight,sex\n20,red,70,F\n91,red,70,F\n", 2, "age", "is outside the bounds [17.0, 90.0]"),
-        ("age,colour,weight,sex\n20,red,70,F\n20,pink,70,F\n", 2, "colour", "category 'pink' is not in"),
-        ("age,colour,weight,sex\n20,red,70,F\n20,red,heavy,F\n", 2, "weight", "not a finite number: 'heavy'"),
-        ("age,colour,weight,sex\n20,red,70,F\n20,,70,F\n", 2, "colour", "missing value"),
-        ("age,colour,weight,sex\n20,red,70,F\n20,red,70,X\n", 2, "sex", "label 'X' is not in"),
+        ("age,colour,weight,sex\n20,red,70,F\n91,red,70,F\n", 2, "age",
+         "value is outside the bounds [17.0, 90.0]", "91"),
+        ("age,colour,weight,sex\n20,red,70,F\n20,pink,70,F\n", 2, "colour",
+         "value is not in the feature's category list", "pink"),
+        ("age,colour,weight,sex\n20,red,70,F\n20,red,heavy,F\n", 2, "weight", "value is not a finite number", "heavy"),
+        ("age,colour,weight,sex\n20,red,70,F\n20,,70,F\n", 2, "colour", "missing value", "?"),
+        ("age,colour,weight,sex\n20,red,70,F\n20,NA,70,F\n", 2, "colour", "missing value", "NA"),
+        ("age,colour,weight,sex\n20,red,70,F\n20,red,70,X\n", 2, "sex", "label is not in the label's category list",
+         "X"),
     ],
 )
-def test_bad_values_name_the_file_row_and_column(tmp_path: Path, body: str, row: int, column: str, says: str) -> None:
+def test_bad_values_name_the_file_row_and_column_not_the_value(tmp_path: Path, body: str, row: int, column: str,
+                                                               says: str, raw: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(body)
     with pytest.raises(InputError) as caught:
         read_records(FilterTableReading(path=path), SPEC, {"sex": LABELS["sex"]})
-    assert_input_error(caught.value, path, says, row=row, column=column)
+    assert_input_error(caught.value, path, says, row=row, column=column, hides=(raw,))
 
 
 def test_file_level_errors_name_the_file(tmp_path: Path) -> None:
@@ -212,15 +219,17 @@ def test_a_missing_or_unknown_choice_names_the_row_and_column(tmp_path: Path) ->
     assert_input_error(caught.value, path, "no choice (and no default_choice in the config)", row=3, column="choice")
     with pytest.raises(InputError) as caught:
         choice_codes(pd.DataFrame({"choice": ["hide-sex", "hide-all"]}), settings.input, settings)
-    assert_input_error(caught.value, path, "unknown choice 'hide-all' (choices: hide-sex, hide-income)",
-                       row=2, column="choice")
+    assert_input_error(caught.value, path, "unknown choice (choices: hide-sex, hide-income)",
+                       row=2, column="choice", hides=("hide-all",))
 
 
-@pytest.mark.xfail(strict=True, reason="a Parquet value is shown with its NumPy repr: 'label np.int64(3) ...'")
-def test_a_parquet_label_outside_its_categories_is_shown_as_a_plain_value(tmp_path: Path) -> None:
+def test_a_parquet_label_outside_its_categories_is_not_shown_in_any_form(tmp_path: Path) -> None:
+    """Once a strict xfail (the line showed ``label np.int64(3)``): an error line never carries
+    the label, neither as a NumPy repr nor as a plain value."""
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table({"age": [20, 20], "colour": ["red", "red"], "weight": [70.0, 70.0], "grade": [1, 3]}), path)
     grade = LabelDefinition(column="grade", categories=["1", "2"])
     with pytest.raises(InputError) as caught:
         read_records(FilterTableReading(path=path, format="parquet"), SPEC, {"grade": grade})
-    assert_input_error(caught.value, path, "label 3 is not in the label's category list", row=2, column="grade")
+    assert_input_error(caught.value, path, "label is not in the label's category list", row=2, column="grade",
+                       hides=("3", "np.int64"))

@@ -15,11 +15,15 @@ import pytest
 
 from pipelines.platform.errors import ConfigError, InputError
 from pipelines.platform.input import (
+    NULL_SPELLINGS,
     apply_recode,
     as_missing,
+    csv_problem,
+    domain_reason,
     file_fingerprint,
     files_digest,
     first_line,
+    parquet_problem,
     read_input_table,
     read_table,
 )
@@ -73,9 +77,24 @@ def test_csv_columns_are_read_as_text_in_the_wanted_order(tmp_path: Path) -> Non
     assert all(field.type == pa.string() for field in table.schema)
     assert table.to_pydict() == {
         "item": ["a", "b", "c"],
-        "worker": ["7", "", "08"],
+        "worker": ["7", None, "08"],
         "answer": ["1.5", None, " 2 "],
     }
+
+
+def test_csv_null_spellings_are_missing_and_other_text_is_kept(tmp_path: Path) -> None:
+    """The one missing-value rule of CSV inputs (``NULL_SPELLINGS``): empty (quoted or not) and
+    the listed spellings are nulls; anything else, ``None`` or ``none`` included, is text."""
+    assert set(NULL_SPELLINGS) == {"", "NA", "N/A", "n/a", "NULL", "null", "Null", "NaN", "nan", "NAN", "#N/A"}
+    path = tmp_path / "claims.csv"
+    spellings = [*NULL_SPELLINGS[1:], '""']
+    kept = ["None", "none", "na-1", "-", "0"]
+    path.write_text("item,worker,answer\n" + "".join(f"{s},{s},{s}\n" for s in spellings + kept))
+    table = read_input_table(mapped(path), ["item", "worker", "answer"])
+    for column in table.column_names:
+        assert table.column(column).to_pylist() == [None] * len(spellings) + kept
+    frame = pd.DataFrame({"a": [*NULL_SPELLINGS, " NA ", "  ", *kept]})
+    assert as_missing(frame)["a"].tolist() == [None] * (len(NULL_SPELLINGS) + 2) + kept
 
 
 def test_parquet_columns_keep_their_types_and_dictionary_columns_are_categorical(tmp_path: Path) -> None:
@@ -141,16 +160,30 @@ def test_read_input_table_errors_name_the_file_and_the_column(tmp_path: Path) ->
     )
 
     ragged = tmp_path / "ragged.csv"
-    ragged.write_text("item,worker,answer\n1,2,3\n4,5,6,7\n")
+    ragged.write_text("item,worker,answer\n1,2,3\n\n4,5,secret-source-id,7\n")
     with pytest.raises(InputError) as caught:
         read_input_table(mapped(ragged), ["item", "worker", "answer"])
-    assert_input_error(caught.value, ragged, "cannot be read as CSV: ")
+    assert_input_error(caught.value, ragged, "cannot be read as CSV: a row has 4 fields where the header has 3",
+                       row=2, hides=("secret-source-id", "4,5"))
+
+    short = tmp_path / "short.csv"
+    short.write_text("item,worker,answer\n1,2,3\n4,5,6\n7,private-name\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(short), ["item", "worker", "answer"])
+    assert_input_error(caught.value, short, "a row has 2 fields where the header has 3", row=3,
+                       hides=("private-name",))
+
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("item,worker,answer\n1,Jos\xe9,3\n".encode("latin-1"))
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(latin), ["item", "worker", "answer"])
+    assert_input_error(caught.value, latin, "cannot be read as CSV: not valid UTF-8 text", hides=("Jos", "xe9"))
 
     not_parquet = tmp_path / "text.parquet"
-    not_parquet.write_text("item,worker,answer\n1,2,3\n")
+    not_parquet.write_text("item,worker,answer\n1,secret,3\n")
     with pytest.raises(InputError) as caught:
         read_input_table(mapped(not_parquet, "parquet"), ["item"])
-    assert_input_error(caught.value, not_parquet, "cannot be read as PARQUET: ")
+    assert_input_error(caught.value, not_parquet, "cannot be read as PARQUET: not a Parquet file", hides=("secret",))
 
 
 def test_read_table_gives_text_columns_with_stripped_names_and_leading_spaces_dropped(tmp_path: Path) -> None:
@@ -188,19 +221,53 @@ def test_read_table_errors_name_the_file(tmp_path: Path) -> None:
     empty = tmp_path / "empty.csv"
     empty.write_bytes(b"")
     cases.append((empty, "csv", "empty file: no header and no rows"))
-    ragged = tmp_path / "ragged.csv"
-    ragged.write_text("a,b\n1,2\n3,4,5\n")
-    cases.append((ragged, "csv", "cannot be read as CSV: Error tokenizing data"))
     undecodable = tmp_path / "latin.csv"
     undecodable.write_bytes(b"a,b\n\xff\xfe,1\n")
-    cases.append((undecodable, "csv", "cannot be read as CSV: "))
+    cases.append((undecodable, "csv", "cannot be read as CSV: not valid UTF-8 text"))
     not_parquet = tmp_path / "text.parquet"
     not_parquet.write_text("a,b\n1,2\n")
-    cases.append((not_parquet, "parquet", "cannot be read as PARQUET: "))
+    cases.append((not_parquet, "parquet", "cannot be read as PARQUET: not a Parquet file"))
     for path, file_format, message in cases:
         with pytest.raises(InputError) as caught:
             read_table(TableReading(path=path, format=file_format), ["a", "b"])
         assert_input_error(caught.value, path, message)
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_a_ragged_csv_row_is_named_by_its_data_row_never_its_text(tmp_path: Path, header: bool) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text(("a,b\n" if header else "") + "1,2\n\n3,4\n5,private,extra\n")
+    with pytest.raises(InputError) as caught:
+        read_table(TableReading(path=path, header=header), ["a", "b"])
+    says = "a row has 3 fields where the header has 2" if header else "a row has 3 fields where 2 columns are named"
+    assert_input_error(caught.value, path, "cannot be read as CSV: " + says, row=3, hides=("private", "extra"))
+
+
+def test_an_unknown_parser_message_is_replaced_not_echoed(tmp_path: Path) -> None:
+    error = ValueError("something new went wrong near 'Jane Doe, 1961-02-03'")
+    csv = csv_problem(tmp_path / "x.csv", error)
+    assert str(csv) == f"{tmp_path / 'x.csv'}: cannot be read as CSV: malformed CSV (ValueError)"
+    parquet = parquet_problem(tmp_path / "x.parquet", pa.ArrowInvalid("bad page holding 'Jane Doe'"))
+    assert str(parquet) == f"{tmp_path / 'x.parquet'}: cannot be read as PARQUET: corrupt or unsupported Parquet file (ArrowInvalid)"
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ("missing value (null/NaN)", "missing value (blank or a null spelling)"),
+        ("value 'Jane' is not one of the schema's categories", "value is not one of the schema's categories"),
+        ("value 'x is not a number' is not a number", "value is not a number"),
+        ("value np.float64(101.0) is outside the bounds [0.0, 100.0]", "value is outside the bounds [0.0, 100.0]"),
+        ("value '[1, 2] is outside the bounds [3, 4]' is outside the bounds [0.0, 9.0]",
+         "value is outside the bounds [0.0, 9.0]"),
+        ("not a finite number: 'Jane'", "value is not a finite number"),
+        ("category 'Jane' is not in the feature's category list", "value is not in the feature's category list"),
+        ("label np.int64(3) is not in the label's category list", "label is not in the label's category list"),
+        ("an unforeseen reason quoting 'Jane'", "value is outside its column's public domain"),
+    ],
+)
+def test_domain_reasons_keep_their_words_and_drop_the_value(message: str, reason: str) -> None:
+    assert domain_reason(message) == reason
 
 
 def test_recode_maps_spellings_and_refuses_an_unknown_column(tmp_path: Path) -> None:
