@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class StrictModel(BaseModel):
@@ -28,12 +28,35 @@ class Budget(StrictModel):
 
 
 class SparkSettings(StrictModel):
+    """``conf`` may not hold ``spark.authenticate.secret`` (the config is recorded in the manifest):
+    a standalone cluster's shared secret is read from the operator-only file ``auth_secret_file``
+    (or the one ``PRIVLAKE_SPARK_AUTH_SECRET_FILE`` names). ``allow_unencrypted: true`` lets a run
+    on a cluster master go without authentication and encryption (refused otherwise)."""
+
     master: str = "local[*]"
     conf: dict[str, str] = {}
+    allow_unencrypted: bool = False
+    auth_secret_file: Path | None = None
+
+    @field_validator("conf")
+    @classmethod
+    def _no_secret_in_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        if "spark.authenticate.secret" in conf:
+            raise ValueError(
+                "spark.authenticate.secret may not be set in a config (it is recorded in the manifest): "
+                "put the cluster's secret in an operator-only file named by engine.spark.auth_secret_file "
+                "or PRIVLAKE_SPARK_AUTH_SECRET_FILE"
+            )
+        return conf
 
 
 class BeamSettings(StrictModel):
+    """``allow_unencrypted: true`` lets a run use a runner outside this process (a ``--runner`` or
+    ``multi_processing`` workers), whose pipeline graph carries the side values and the release
+    secret (refused otherwise)."""
+
     options: list[str] = []
+    allow_unencrypted: bool = False
 
 
 class EngineSettings(StrictModel):

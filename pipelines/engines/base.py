@@ -48,10 +48,22 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
   folder); ``unpersist`` drops the cached copy, after which the collection is recomputed.
 * ``side`` is any picklable value; engines ship it once per worker (Spark broadcast, Beam
   side input) rather than once per batch.
+* Key material never reaches a file or a pipeline graph: every ``bytes`` value of exactly
+  ``KEY_BYTES`` (32) bytes inside a side value — the release secret, or a key derived from it —
+  is taken out of the side before it is pickled (``split_key_material``) and travels by a route
+  that is not written down: Spark puts it in the task's closure (held in memory, encrypted if it
+  ever spills, like the rest of the task), Beam keeps the whole side in this process's memory
+  (the in-process runner only). The rest of the side is shipped as before.
+
+Protection (``Engine.protection``): an engine says how it keeps the release secret and the rows
+off disk and off the wire in clear; a session or runner that cannot is refused
+(``EngineRefused``) unless the configuration opts out (``allow_unencrypted``).
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -75,6 +87,58 @@ class EngineError(RuntimeError):
 
 class EngineUnreachable(EngineError):
     """The engine's cluster did not answer: a transient failure, a retry may succeed."""
+
+
+class EngineRefused(EngineError):
+    """The engine would run without the protection the release secret needs (a Spark cluster
+    session without authentication and encryption, a Beam runner outside this process) and the
+    configuration did not opt out: a refusal by policy, not a failure."""
+
+
+KEY_BYTES = 32
+"""The size of a release secret and of an HMAC-SHA256 key derived from it
+(``transforms/core/keyed_randomness.py``): ``bytes`` of this size in a side value are key material."""
+
+
+class _KeyMaterialPickler(pickle.Pickler):
+    """Pickles a value with every ``KEY_BYTES``-long ``bytes`` object replaced by its index."""
+
+    def __init__(self, file: io.BytesIO):
+        super().__init__(file, protocol=5)
+        self.keys: list[bytes] = []
+        self._indices: dict[bytes, int] = {}
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if type(obj) is bytes and len(obj) == KEY_BYTES:
+            if obj not in self._indices:
+                self._indices[obj] = len(self.keys)
+                self.keys.append(obj)
+            return self._indices[obj]
+        return None
+
+
+class _KeyMaterialUnpickler(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, keys: Sequence[bytes]):
+        super().__init__(file)
+        self._keys = keys
+
+    def persistent_load(self, pid: Any) -> bytes:
+        return self._keys[int(pid)]
+
+
+def split_key_material(value: Any) -> tuple[bytes, tuple[bytes, ...]]:
+    """``value`` pickled without its key material, and the key material (every ``bytes`` of
+    exactly ``KEY_BYTES`` bytes, in order of first appearance): the payload may be written or
+    shipped anywhere, the keys only by a route that is never persisted."""
+    buffer = io.BytesIO()
+    pickler = _KeyMaterialPickler(buffer)
+    pickler.dump(value)
+    return buffer.getvalue(), tuple(pickler.keys)
+
+
+def join_key_material(payload: bytes, keys: Sequence[bytes]) -> Any:
+    """The value ``split_key_material`` took apart."""
+    return _KeyMaterialUnpickler(io.BytesIO(payload), keys).load()
 
 
 class Engine(ABC):
@@ -147,6 +211,11 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources (a SparkSession the engine started, temp folders)."""
+
+    def protection(self) -> dict[str, Any]:
+        """How this engine keeps the release secret and the rows off disk and off the wire in
+        clear, for the manifest: ``{"engine": name, ...}`` with the engine's own facts."""
+        return {"engine": self.name}
 
     def __enter__(self) -> Engine:
         return self

@@ -21,12 +21,21 @@ With no ``--runner`` option the pipelines run on the DirectRunner's batch engine
 ``FnApiRunner``) directly, skipping the DirectRunner's attempt to fetch and start the Prism
 runner; any other runner and its options are passed through unchanged. With a remote runner,
 ``temp_dir`` must be a folder the workers and the driver share.
+
+Side values (and so the release secret they carry) are not part of any pipeline graph: on the
+in-process runner (no ``--runner``, ``direct_running_mode`` ``in_memory`` or
+``multi_threading``) the DoFns run in this interpreter, so a side value stays in this process's
+memory (``_HELD_SIDES``) and the graph carries only a random token naming it. Any other runner
+(a ``--runner`` flag, or ``multi_processing`` workers) needs the side inside the graph, pickled
+into a ``Create`` that is shipped to the runner: it is refused (``EngineRefused``) unless
+``allow_unencrypted``, and then the side goes into the graph as a side input.
 """
 
 from __future__ import annotations
 
 import itertools
 import pickle
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,13 +46,43 @@ from typing import Any, ClassVar
 import apache_beam as beam
 import pandas as pd
 import pyarrow as pa
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 
 from pipelines.engines import arrow
-from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
+from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError, EngineRefused
 
 DEFAULT_PARALLELISM = 4
+IN_PROCESS_RUNNING_MODES = ("in_memory", "multi_threading")
+
+_HELD_SIDES: dict[str, Any] = {}
+"""Side values of the in-process runner's DoFns, by token: the pipeline graph names a token, the
+value never leaves this process's memory."""
+
+
+@dataclass(frozen=True)
+class _HeldSide:
+    """A side value held in ``_HELD_SIDES``, as a step of a collection's recipe records it."""
+
+    token: str
+
+
+def _held_side(token: str) -> Any:
+    try:
+        return _HELD_SIDES[token]
+    except KeyError:
+        raise EngineError(
+            "a side value held in the driver's memory was asked for outside the driver process "
+            "(or after drop_cached): this runner does not run DoFns in process"
+        ) from None
+
+
+def runs_in_process(options: PipelineOptions) -> bool:
+    """Whether pipelines with these flags run their DoFns in this interpreter: no ``--runner``
+    (the engine's own ``FnApiRunner``) and workers in memory or in threads."""
+    if options.view_as(StandardOptions).runner is not None:
+        return False
+    return options.view_as(DirectOptions).direct_running_mode in IN_PROCESS_RUNNING_MODES
 
 
 @dataclass(eq=False)
@@ -83,20 +122,44 @@ class _ReadFiles(beam.DoFn):
             yield from arrow.whole_group_chunks(batches, self.whole_groups_key, self.rows_per_call)
 
 
-class _MapBatches(beam.DoFn):
+def check_runner(options: Sequence[str], allow_unencrypted: bool) -> bool:
+    """Whether pipelines with these flags run in process; refused (``EngineRefused``) when they do
+    not and the configuration did not opt out."""
+    in_process = runs_in_process(PipelineOptions(flags=list(options)))
+    if not in_process and not allow_unencrypted:
+        raise EngineRefused(
+            f"refused: the Beam options {' '.join(options)} run the pipeline outside this process, "
+            "which needs the side values (with the release secret) pickled into the pipeline graph; "
+            "run in process (no --runner) or opt out with engine.beam.allow_unencrypted: true "
+            "(recorded in the manifest)"
+        )
+    return in_process
+
+
+class _SideUser(beam.DoFn):
+    """A DoFn whose side value is either a side input (``side``) or held in process (``side_token``)."""
+
+    side_token: str | None = None
+
+    def _side(self, side: Any) -> Any:
+        return side if self.side_token is None else _held_side(self.side_token)
+
+
+class _MapBatches(_SideUser):
     def __init__(self, fn: BatchFunction, schema: pa.Schema, rows_per_call: int):
         self.fn = fn
         self.schema = schema
         self.rows_per_call = rows_per_call
 
     def process(self, table: pa.Table, side: Any = None) -> Iterator[pa.Table]:
+        side = self._side(side)
         for chunk in arrow.row_chunks([table], self.rows_per_call):
             result = arrow.apply_batch_function(self.fn, chunk, side, self.schema)
             if result.num_rows:
                 yield result
 
 
-class _MapWholeGroups(beam.DoFn):
+class _MapWholeGroups(_SideUser):
     """Elements that already hold whole groups sorted by ``key`` -> fn per bounded chunk."""
 
     def __init__(self, key: str, fn: BatchFunction, schema: pa.Schema, rows_per_call: int):
@@ -106,6 +169,7 @@ class _MapWholeGroups(beam.DoFn):
         self.rows_per_call = rows_per_call
 
     def process(self, table: pa.Table, side: Any = None) -> Iterator[pa.Table]:
+        side = self._side(side)
         for chunk in arrow.whole_group_chunks([table], self.key, self.rows_per_call):
             result = arrow.apply_batch_function(self.fn, chunk, side, self.schema)
             if result.num_rows:
@@ -159,7 +223,7 @@ class _ClusterShard(beam.DoFn):
         )
 
 
-class _MapShardGroups(beam.DoFn):
+class _MapShardGroups(_SideUser):
     """(shard, batches) -> sort by key -> fn on whole-group chunks."""
 
     def __init__(
@@ -172,6 +236,7 @@ class _MapShardGroups(beam.DoFn):
         self.rows_per_call = rows_per_call
 
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]], side: Any = None) -> Iterator[pa.Table]:
+        side = self._side(side)
         _, tables = shard_rows
         ordered = _sorted_shard(tables, self.key, self.input_schema)
         for chunk in arrow.whole_group_chunks(
@@ -238,7 +303,8 @@ class _SaveResult(beam.DoFn):
 
 class BeamEngine(Engine):
     """Engine on Beam; ``options`` are Beam pipeline flags (``--runner=...`` and the runner's
-    own), ``parallelism`` the number of key and file shards (default 4)."""
+    own), ``parallelism`` the number of key and file shards (default 4). Flags that take the
+    DoFns out of this process are refused (``EngineRefused``) unless ``allow_unencrypted``."""
 
     name: ClassVar[str] = "beam"
 
@@ -248,6 +314,7 @@ class BeamEngine(Engine):
         parallelism: int | None = None,
         rows_per_call: int = arrow.DEFAULT_ROWS_PER_CALL,
         temp_dir: str | Path | None = None,
+        allow_unencrypted: bool = False,
     ):
         if parallelism is not None and parallelism < 1:
             raise EngineError(f"parallelism must be at least 1, not {parallelism}")
@@ -255,18 +322,50 @@ class BeamEngine(Engine):
             raise EngineError(f"rows_per_call must be at least 1, not {rows_per_call}")
         self.options = PipelineOptions(flags=list(options or []))
         self.runner_given = self.options.view_as(StandardOptions).runner is not None
+        self.in_process = check_runner(options or [], allow_unencrypted)
+        self.allow_unencrypted = allow_unencrypted
+        self._held_tokens: list[str] = []
         self.parallelism = parallelism or DEFAULT_PARALLELISM
         self.rows_per_call = rows_per_call
         self.temp_dir = Path(tempfile.mkdtemp(prefix="privlake-beam-", dir=temp_dir))
         self._counter = itertools.count()
 
     def drop_cached(self) -> None:
-        """Delete the materialized collections (persist, cluster_by_key) made so far."""
+        """Delete the materialized collections (persist, cluster_by_key) and the held side values
+        made so far."""
+        self._release_sides()
         for folder in self.temp_dir.iterdir():
             shutil.rmtree(folder, ignore_errors=True)
 
     def close(self) -> None:
+        self._release_sides()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def protection(self) -> dict[str, Any]:
+        runner = self.options.view_as(StandardOptions).runner
+        return {
+            "engine": self.name,
+            "runner": runner or "FnApiRunner (in process)",
+            "in_process": self.in_process,
+            "allow_unencrypted": self.allow_unencrypted,
+            "key_material": "this process's memory, not the pipeline graph"
+            if self.in_process
+            else "pickled into the pipeline graph (allow_unencrypted)",
+        }
+
+    def _hold(self, side: Any) -> Any:
+        """What a recipe step keeps of ``side``: in process, a token naming it in ``_HELD_SIDES``."""
+        if side is None or not self.in_process:
+            return side
+        token = secrets.token_hex(16)
+        _HELD_SIDES[token] = side
+        self._held_tokens.append(token)
+        return _HeldSide(token)
+
+    def _release_sides(self) -> None:
+        for token in self._held_tokens:
+            _HELD_SIDES.pop(token, None)
+        self._held_tokens.clear()
 
     def _new_folder(self, purpose: str) -> Path:
         folder = self.temp_dir / f"{purpose}-{next(self._counter):05d}"
@@ -312,7 +411,7 @@ class BeamEngine(Engine):
     ) -> BeamCollection:
         source = self._own(collection)
         arrow.check_schema(schema)
-        return self._child(source, ("map_batches", fn, side), schema)
+        return self._child(source, ("map_batches", fn, self._hold(side)), schema)
 
     def map_groups(
         self,
@@ -326,7 +425,7 @@ class BeamEngine(Engine):
         source = self._own(collection)
         arrow.check_key(source.schema, key)
         arrow.check_schema(schema)
-        return self._child(source, ("map_groups", key, fn, side), schema)
+        return self._child(source, ("map_groups", key, fn, self._hold(side)), schema)
 
     def cluster_by_key(self, collection: Collection, key: str) -> BeamCollection:
         source = self._own(collection)
@@ -493,8 +592,11 @@ class BeamEngine(Engine):
         raise EngineError(f"unknown Beam step {kind!r}")
 
     @staticmethod
-    def _par_do(pipeline: beam.Pipeline, dofn: beam.DoFn, side: Any, label: str) -> beam.ParDo:
+    def _par_do(pipeline: beam.Pipeline, dofn: _SideUser, side: Any, label: str) -> beam.ParDo:
         if side is None:
+            return beam.ParDo(dofn)
+        if isinstance(side, _HeldSide):
+            dofn.side_token = side.token
             return beam.ParDo(dofn)
         side_values = pipeline | f"{label} side" >> beam.Create([side], reshuffle=False)
         return beam.ParDo(dofn, side=beam.pvalue.AsSingleton(side_values))

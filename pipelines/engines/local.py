@@ -48,6 +48,9 @@ class LocalEngine(Engine):
         self.parallelism = parallelism or DEFAULT_PARALLELISM
         self.rows_per_call = rows_per_call
 
+    def protection(self) -> dict[str, Any]:
+        return {"engine": self.name, "in_process": True, "key_material": "this process's memory"}
+
     def _collection(
         self, schema: pa.Schema, partitions: list[pa.Table], clustered_key: str | None = None
     ) -> LocalCollection:

@@ -17,16 +17,33 @@ the same key maps its cached partitions directly, without a new shuffle.
 ``read_groups`` files are read by the Python workers themselves (a ``range`` of file indices,
 one partition per file), and maps without a shuffle between them are fused into one
 ``mapInArrow`` with the ``write_parquet`` after them (see ``SparkCollection``).
+
+Protection. Every session the engine starts has ``spark.io.encryption.enabled`` (broadcasts,
+shuffle files, cache blocks and spills are encrypted on disk with a key held in memory),
+``spark.authenticate`` and ``spark.network.crypto.enabled`` (RPC and block transfers
+authenticated and encrypted) on. In ``local[*]`` Spark generates the authentication secret
+itself; a standalone cluster shares one secret between master, workers and driver, which the
+driver reads from an operator-only file (``auth_secret_file`` or ``PRIVLAKE_SPARK_AUTH_SECRET_FILE``,
+never the configuration: that is recorded in the manifest) and hands to the JVM through Py4J after
+it has started, so it is not on any command line either. A session on a cluster master without
+the three settings is refused (``EngineRefused``) unless ``allow_unencrypted``.
+
+A side value's key material (the release secret: ``base.split_key_material``) is never broadcast:
+PySpark writes a broadcast to a file in the local dir (encrypted with io encryption, in clear
+without), where it outlives a crashed driver. It travels in the task closure instead, which
+Spark keeps in memory (the task binary; encrypted if it ever spills) and hands to the Python
+worker over its local socket; the rest of the side is broadcast as before.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +54,36 @@ import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import arrow
-from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError, EngineUnreachable
+from pipelines.engines.base import (
+    BatchFunction,
+    Collection,
+    Engine,
+    EngineError,
+    EngineRefused,
+    EngineUnreachable,
+    join_key_material,
+    split_key_material,
+)
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
 DRIVER_MERGE_MAX_FILES = 64
 """``sum_by_key`` over at most this many ``read_groups`` files merges per-file partial sums on
 the driver instead of running Spark's aggregation (see ``_sum_by_key_on_workers``)."""
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
+_EMBEDDED_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$")
+"""Masters whose driver, executors and Python workers are this process and its children: the
+only ones that may run without authentication and encryption (``check_protection``)."""
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+PROTECTION_SETTINGS = {
+    "spark.io.encryption.enabled": "true",
+    "spark.authenticate": "true",
+    "spark.network.crypto.enabled": "true",
+}
+"""Set on every session the engine starts; required of any session on a cluster master."""
+AUTH_SECRET_SETTING = "spark.authenticate.secret"
+AUTH_SECRET_FILE_VARIABLE = "PRIVLAKE_SPARK_AUTH_SECRET_FILE"
+"""Names the operator-only file that holds a standalone cluster's shared authentication secret
+(``infra/spark_standalone.sh`` writes one into its state folder)."""
 
 
 def _spark_type(data_type: pa.DataType) -> Any:
@@ -148,7 +187,10 @@ def _start_failure_reason(error: Exception) -> str:
     """One line saying why a SparkSession did not start (the Java exception, not the Py4J frame)."""
     text = str(error)
     if "stopped SparkContext" in text:
-        return "the master did not accept the application (no Spark standalone master answered on that port)"
+        return (
+            "the master did not accept the application (no Spark standalone master answered on that port, "
+            "or it refused this driver's authentication secret)"
+        )
     java_lines = [
         line.lstrip(": ").strip()
         for line in text.splitlines()
@@ -175,6 +217,7 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **PROTECTION_SETTINGS,
     }
     if _LOCAL_MASTER.match(master):
         settings["spark.sql.shuffle.partitions"] = str(parallelism or 2 * _local_cores(master))
@@ -189,6 +232,98 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
             settings["spark.driver.host"] = "127.0.0.1"
             settings["spark.driver.bindAddress"] = "127.0.0.1"
     return settings
+
+
+def session_settings(master: str, conf: Mapping[str, Any], parallelism: int | None) -> dict[str, str]:
+    """The configuration of a session the engine starts: its defaults (protection included),
+    overridden by ``conf``."""
+    return {**_default_conf(master, parallelism), **{name: str(value) for name, value in conf.items()}}
+
+
+def is_embedded_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: driver and executors in one JVM."""
+    return bool(_EMBEDDED_MASTER.match(master))
+
+
+def missing_protection(settings: Mapping[str, Any]) -> list[str]:
+    """The protection settings (``PROTECTION_SETTINGS``) that a session configuration lacks."""
+    return [name for name in PROTECTION_SETTINGS if str(settings.get(name, "")).strip().lower() != "true"]
+
+
+def check_protection(master: str, settings: Mapping[str, Any], allow_unencrypted: bool) -> None:
+    """Refuse (``EngineRefused``) a session on a cluster master whose configuration lacks
+    authentication, network encryption or io encryption, unless the configuration opted out."""
+    if allow_unencrypted or is_embedded_master(master):
+        return
+    missing = missing_protection(settings)
+    if missing:
+        raise EngineRefused(
+            f"refused: a Spark session on master {master} without {', '.join(missing)} would carry the release "
+            "secret and the rows over the network and onto the executors' disks in clear; set them to true "
+            "in engine.spark.conf (a standalone cluster: infra/spark_standalone.sh), or opt out with "
+            "engine.spark.allow_unencrypted: true (recorded in the manifest)"
+        )
+
+
+def _needs_shared_secret(master: str) -> bool:
+    """Masters for which Spark neither generates nor distributes the authentication secret."""
+    return master.startswith("spark://") or master.startswith("local-cluster[")
+
+
+def read_auth_secret(path: Path) -> str:
+    """A cluster's authentication secret from its operator-only file (refused when other users may
+    read it)."""
+    try:
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            raise EngineError(
+                f"the Spark authentication secret file {path} may be read by other users "
+                f"(mode {oct(mode & 0o777)}): make it operator-only (chmod 600)"
+            )
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise EngineError(f"cannot read the Spark authentication secret file {path}: {error.strerror or error}") from None
+    if not text:
+        raise EngineError(f"the Spark authentication secret file {path} is empty")
+    return text
+
+
+def _cluster_auth_secret(master: str, auth_secret_file: str | Path | None) -> str:
+    """The shared secret of the cluster behind ``master``: from ``auth_secret_file``, else the file
+    ``PRIVLAKE_SPARK_AUTH_SECRET_FILE`` names; a ``local-cluster`` (whose workers this process
+    starts) gets a fresh one."""
+    named = auth_secret_file or os.environ.get(AUTH_SECRET_FILE_VARIABLE)
+    if named:
+        return read_auth_secret(Path(named))
+    if master.startswith("local-cluster["):
+        return secrets.token_hex(32)
+    raise EngineError(
+        f"the Spark master {master} runs with authentication (spark.authenticate): name the file holding the "
+        f"cluster's shared secret in engine.spark.auth_secret_file or {AUTH_SECRET_FILE_VARIABLE} "
+        "(infra/spark_standalone.sh writes it to its state folder as auth.secret)"
+    )
+
+
+class _SideReader:
+    """A side value as a Python worker sees it: the broadcast payload (the side without its key
+    material) joined with the key material this reader carries in the task closure. Read once
+    per worker and broadcast: kept on the worker's broadcast object, which PySpark drops when
+    the broadcast is destroyed."""
+
+    def __init__(self, handle: Any, keys: tuple[bytes, ...]):
+        self.handle = handle
+        self.keys = keys
+
+    def __call__(self) -> Any:
+        handle = self.handle
+        value = getattr(handle, "_privlake_side", _UNREAD)
+        if value is _UNREAD:
+            value = join_key_material(handle.value, self.keys)
+            handle._privlake_side = value
+        return value
+
+
+_UNREAD = object()
 
 
 def _compose(stages: tuple[Any, ...]) -> Any:
@@ -238,7 +373,9 @@ class SparkEngine(Engine):
 
     ``parallelism`` is the number of partitions of every key shuffle (default:
     ``spark.sql.shuffle.partitions``); ``rows_per_call`` bounds the rows of one batch-function
-    call.
+    call. A session on a cluster master must have ``PROTECTION_SETTINGS`` on unless
+    ``allow_unencrypted``; ``auth_secret_file`` holds a standalone cluster's shared secret (default:
+    the file ``PRIVLAKE_SPARK_AUTH_SECRET_FILE`` names).
     """
 
     name: ClassVar[str] = "spark"
@@ -250,43 +387,72 @@ class SparkEngine(Engine):
         conf: dict[str, str] | None = None,
         parallelism: int | None = None,
         rows_per_call: int = arrow.DEFAULT_ROWS_PER_CALL,
+        allow_unencrypted: bool = False,
+        auth_secret_file: str | Path | None = None,
     ):
         if parallelism is not None and parallelism < 1:
             raise EngineError(f"parallelism must be at least 1, not {parallelism}")
         if rows_per_call < 1:
             raise EngineError(f"rows_per_call must be at least 1, not {rows_per_call}")
         self.rows_per_call = rows_per_call
+        self.allow_unencrypted = allow_unencrypted
         self._broadcasts: list[Any] = []
         self._cached_frames: list[Any] = []
         if session is not None:
+            context = session.sparkContext
+            check_protection(context.master, dict(context.getConf().getAll()), allow_unencrypted)
             self.session = session
             self._owns_session = False
         else:
-            self.session, self._owns_session = self._start_session(master, conf or {}, parallelism)
+            self.session, self._owns_session = self._start_session(
+                master, conf or {}, parallelism, allow_unencrypted, auth_secret_file
+            )
         self.parallelism = parallelism or int(self.session.conf.get("spark.sql.shuffle.partitions"))
 
     @staticmethod
-    def _start_session(master: str, conf: dict[str, str], parallelism: int | None) -> tuple[Any, bool]:
+    def _start_session(
+        master: str,
+        conf: dict[str, str],
+        parallelism: int | None,
+        allow_unencrypted: bool,
+        auth_secret_file: str | Path | None,
+    ) -> tuple[Any, bool]:
+        settings = session_settings(master, conf, parallelism)
+        check_protection(master, settings, allow_unencrypted)
         check_master_reachable(master)
+        auth_secret = settings.pop(AUTH_SECRET_SETTING, None)
+        if auth_secret is None and settings["spark.authenticate"].strip().lower() == "true" and _needs_shared_secret(master):
+            auth_secret = _cluster_auth_secret(master, auth_secret_file)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark import SparkContext
+        from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
 
         running = SparkContext._active_spark_context
         if running is not None:
             if running.master == master:
+                check_protection(master, dict(running.getConf().getAll()), allow_unencrypted)
                 return SparkSession(running), False
             raise EngineError(
                 f"a SparkSession on master {running.master} is already running in this process; "
                 f"pass it to the engine or stop it before starting one on {master}"
             )
-        builder = SparkSession.builder.master(master)
-        for name, value in {**_default_conf(master, parallelism), **conf}.items():
-            builder = builder.config(name, str(value))
         log_path = spark_log_path()
         try:
             with _standard_error_to(log_path):
-                session = builder.getOrCreate()
+                # PySpark puts the configuration it launches the JVM with on spark-submit's command
+                # line (visible to every local user): launch it without the secret, then build the
+                # context from a configuration held by the running JVM, set through Py4J.
+                launch = SparkConf(loadDefaults=False).setMaster(master)
+                for name, value in settings.items():
+                    launch.set(name, value)
+                SparkContext._ensure_initialized(conf=launch)
+                context_conf = SparkConf().setMaster(master)
+                for name, value in settings.items():
+                    context_conf.set(name, value)
+                if auth_secret is not None:
+                    context_conf.set(AUTH_SECRET_SETTING, auth_secret)
+                SparkContext.getOrCreate(context_conf)
+                session = SparkSession.builder.getOrCreate()
         except Exception as error:
             raise EngineError(
                 f"could not start Spark on master {master}: {_start_failure_reason(error)} (Spark log: {log_path})"
@@ -331,6 +497,23 @@ class SparkEngine(Engine):
             self.session.stop()
             self._owns_session = False
 
+    def protection(self) -> dict[str, Any]:
+        context = self.session.sparkContext
+        conf = context.getConf()
+
+        def enabled(name: str) -> bool:
+            return str(conf.get(name, "false")).strip().lower() == "true"
+
+        return {
+            "engine": self.name,
+            "master": context.master,
+            "io_encryption": enabled("spark.io.encryption.enabled"),
+            "authentication": enabled("spark.authenticate"),
+            "network_encryption": enabled("spark.network.crypto.enabled"),
+            "allow_unencrypted": self.allow_unencrypted,
+            "key_material": "task closures (memory), never broadcasts",
+        }
+
     def _collection(
         self, schema: pa.Schema, frame: Any, clustered_key: str | None = None, group_files: tuple[str, ...] | None = None
     ) -> SparkCollection:
@@ -373,12 +556,18 @@ class SparkEngine(Engine):
             raise EngineError("this collection belongs to another engine")
         return collection
 
-    def _broadcast(self, side: Any) -> Any:
-        if side is None:
-            return None
-        handle = self.session.sparkContext.broadcast(side)
+    def _broadcast(self, value: Any) -> Any:
+        handle = self.session.sparkContext.broadcast(value)
         self._broadcasts.append(handle)
         return handle
+
+    def _side_reader(self, side: Any) -> Any:
+        """What a task closure carries to read ``side`` on the worker (``None`` for no side): the
+        side without its key material is broadcast, the key material stays in the closure."""
+        if side is None:
+            return None
+        payload, keys = split_key_material(side)
+        return _SideReader(self._broadcast(payload), keys)
 
     def read_parquet(self, paths: Sequence[Path], schema: pa.Schema) -> SparkCollection:
         structure = spark_schema(schema)
@@ -398,10 +587,10 @@ class SparkEngine(Engine):
         source = self._own(collection)
         input_schema = source.schema
         rows_per_call = self.rows_per_call
-        side_handle = self._broadcast(side)
+        read_side = self._side_reader(side)
 
         def run_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            side_value = side_handle.value if side_handle is not None else None
+            side_value = read_side() if read_side is not None else None
             conformed = (arrow.conform_table(batch, input_schema) for batch in batches)
             for chunk in arrow.row_chunks(conformed, rows_per_call):
                 yield from arrow.apply_batch_function(fn, chunk, side_value, schema).to_batches()
@@ -423,10 +612,10 @@ class SparkEngine(Engine):
             source = self._collection(source.schema, self._clustered_frame(source.frame, key), key)
         input_schema = source.schema
         rows_per_call = self.rows_per_call
-        side_handle = self._broadcast(side)
+        read_side = self._side_reader(side)
 
         def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            side_value = side_handle.value if side_handle is not None else None
+            side_value = read_side() if read_side is not None else None
             conformed = (arrow.conform_table(batch, input_schema) for batch in batches)
             for chunk in arrow.whole_group_chunks(conformed, key, rows_per_call):
                 yield from arrow.apply_batch_function(fn, chunk, side_value, schema).to_batches()

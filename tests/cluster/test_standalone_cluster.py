@@ -1,5 +1,7 @@
 """A real Spark standalone cluster (master + 2 workers on loopback, infra/spark_standalone.sh)
-gives the same results as the local engine.
+gives the same results as the local engine, with authentication (one shared secret for master,
+workers and driver) and encryption on; a driver without the cluster's secret is refused, and the
+secret is on no process's command line.
 
 Only one SparkContext can run in a process, and the test session may already hold the
 embedded ``local[2]`` session (the ``spark_session`` fixture). Stopping and later recreating
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 from pipelines.engines.local import LocalEngine
+from pipelines.engines.spark import AUTH_SECRET_FILE_VARIABLE
 from tests.engines.test_engine_conformance import (
     ROWS_PER_CALL,
     assert_results_equal,
@@ -51,7 +54,8 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start a master and two workers on a free loopback port; yield the master URL; always stop."""
+    """Start a master and two workers on a free loopback port; yield the master URL, with
+    ``PRIVLAKE_SPARK_AUTH_SECRET_FILE`` naming the cluster's shared secret; always stop."""
     state = tmp_path_factory.mktemp("spark-standalone")
     environment = {
         **os.environ,
@@ -68,11 +72,15 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
                 f"--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(state.glob("logs/*.log"))
             )
             pytest.fail(f"the standalone cluster did not start: {started.stderr.strip()}\n{logs}")
-        yield started.stdout.strip().splitlines()[-1]
+        secret_file = state / "auth.secret"
+        assert secret_file.stat().st_mode & 0o077 == 0, "the cluster's secret file is readable by others"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(AUTH_SECRET_FILE_VARIABLE, str(secret_file))
+            yield started.stdout.strip().splitlines()[-1]
     finally:
         subprocess.run([str(CLUSTER_SCRIPT), "stop"], env=environment, capture_output=True, timeout=120)
-        leftovers = list(state.glob("*.pid"))
-        assert not leftovers, f"stop left pid files behind: {leftovers}"
+        leftovers = list(state.glob("*.pid")) + list(state.glob("auth.secret")) + list(state.glob("*.conf"))
+        assert not leftovers, f"stop left pid or secret files behind: {leftovers}"
 
 
 def run_on_cluster(
@@ -133,12 +141,29 @@ def _child_main() -> None:
     response.write_bytes(pickle.dumps(outcome))
 
 
+def processes_showing(text: str) -> list[str]:
+    """The command lines of this machine's processes that hold ``text``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes()
+        except OSError:
+            continue
+        if text.encode() in line:
+            found.append(line.replace(b"\0", b" ").decode(errors="replace")[:200])
+    return found
+
+
 def cluster_primitives(engine: Any, workdir: str) -> dict[str, Any]:
-    """The conformance primitives on the cluster, plus where they ran."""
+    """The conformance primitives on the cluster, plus where they ran, how the session was
+    protected, and the command lines (the driver's JVM's, the cluster's) showing the secret."""
     engine.rows_per_call = ROWS_PER_CALL
     results = primitive_results(engine, claims_frame(), Path(workdir))
     context = engine.session.sparkContext
     results["ran_on"] = (context.master, context._jsc.sc().getExecutorMemoryStatus().size() - 1)
+    results["protection"] = engine.protection()
+    shared = Path(os.environ[AUTH_SECRET_FILE_VARIABLE]).read_text().strip()
+    results["secret_on_command_lines"] = processes_showing(shared)
     return results
 
 
@@ -146,6 +171,9 @@ def test_standalone_cluster_matches_the_local_engine(standalone_master: str, tmp
     on_cluster = run_on_cluster(standalone_master, cluster_primitives, str(tmp_path / "cluster"))
     master, executors = on_cluster.pop("ran_on")
     assert master == standalone_master and executors == 2
+    protection = on_cluster.pop("protection")
+    assert protection["authentication"] and protection["network_encryption"] and protection["io_encryption"]
+    assert on_cluster.pop("secret_on_command_lines") == []
     with LocalEngine(parallelism=2, rows_per_call=ROWS_PER_CALL) as local:
         on_local = primitive_results(local, claims_frame(), tmp_path / "local")
     assert_results_equal(on_cluster, on_local)
@@ -172,3 +200,20 @@ def test_crowd_release_on_the_cluster_equals_local_spark(
     assert on_local_spark["engine"] == on_cluster["engine"] == "spark"
     assert len(on_cluster["rows"]) > 0
     assert_same_release(on_cluster, on_local_spark)
+
+
+def start_only(engine: Any) -> str:
+    return engine.session.sparkContext.master
+
+
+def test_a_driver_without_the_cluster_secret_is_refused(
+    standalone_master: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative control of the authentication: the same driver with another secret never gets an
+    executor (the master drops its connection; Spark gives up after its three registration tries)."""
+    wrong = tmp_path / "wrong.secret"
+    wrong.write_text("not-the-cluster-secret\n")
+    wrong.chmod(0o600)
+    monkeypatch.setenv(AUTH_SECRET_FILE_VARIABLE, str(wrong))
+    with pytest.raises(AssertionError, match="did not accept the application"):
+        run_on_cluster(standalone_master, start_only, timeout=300)
