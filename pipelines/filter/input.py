@@ -19,7 +19,7 @@ import pandas as pd
 
 from pipelines.platform.config import read_yaml, validate_document
 from pipelines.platform.errors import ConfigError, InputError
-from pipelines.platform.input import domain_reason, read_records_table
+from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names, read_records_table
 from schemas.filter.config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
 from schemas.filter.features import FeatureSpec
 from transforms.core.domain_violation import DomainViolation
@@ -92,7 +92,8 @@ def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[st
     needed = [*spec.names, *(definition.column for definition in labels.values()), *extra_columns]
     for column in needed:
         if column not in frame.columns:
-            raise InputError(name, f"no column {column!r} (columns: {', '.join(map(str, frame.columns))})")
+            shown = header_names(frame.columns, needed if reading.format == "csv" and reading.header else list(frame.columns))
+            raise InputError(name, f"no column {column!r} ({'columns: ' + shown if shown is not None else NO_HEADER_HINT})")
     try:
         encoded = encode_features(frame, spec)
         codes = {label: label_codes(frame[definition.column], definition, definition.column)

@@ -214,10 +214,27 @@ def read_input_table(
         raise parquet_problem(path, error) from None
 
 
+def header_names(present: Sequence[object], expected: Sequence[str], limit: int = 12) -> str | None:
+    """The file's column names for an error line, or ``None`` when the first row names none of the
+    ``expected`` columns: then it is probably a data row of a file without a header, and its
+    fields are raw data, which an error line never shows."""
+    names = [str(name) for name in present]
+    if not set(names) & set(expected):
+        return None
+    return ", ".join(names[:limit]) + (" ..." if len(names) > limit else "")
+
+
+NO_HEADER_HINT = "its first row names none of the expected columns (a CSV without a header row?)"
+
+
 def missing_column(name: str, settings: MappedTableSettings, column: str, present: list[str]) -> InputError:
-    role = next(key for key, value in settings.columns.model_dump().items() if value == column)
-    shown = ", ".join(present[:12]) + (" ..." if len(present) > 12 else "")
-    return InputError(name, f"mapped column '{column}' (for {role}) is missing; the file has: {shown}", column=column)
+    """A mapped column missing from the file; a CSV header that names none of the mapped columns
+    is not shown (it is probably a data row), a Parquet schema always is."""
+    mapping = settings.columns.model_dump()
+    role = next(key for key, value in mapping.items() if value == column)
+    shown = header_names(present, list(mapping.values()) if settings.format == "csv" else list(present))
+    found = f"the file has: {shown}" if shown is not None else NO_HEADER_HINT
+    return InputError(name, f"mapped column '{column}' (for {role}) is missing; {found}", column=column)
 
 
 def read_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:

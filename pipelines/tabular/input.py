@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipelines.platform.config import read_yaml
 from pipelines.platform.errors import ConfigError, InputError, one_line
-from pipelines.platform.input import domain_reason, read_records_table
+from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names, read_records_table
 from schemas.base import TableReading
 from schemas.tabular.config import MAX_DOMAIN_SIZE
 from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema, load_tabular_schema
@@ -58,6 +58,8 @@ def read_tabular_records(reading: TableReading, schema: TabularSchema) -> Tabula
     value outside its public domain, text in a numeric column or a missing value."""
     name = str(reading.path)
     frame = read_records_table(reading, schema.names)
+    if reading.format == "csv" and reading.header and header_names(frame.columns, schema.names) is None:
+        raise InputError(name, f"{NO_HEADER_HINT}; set input.header: false for a file without one")
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     try:

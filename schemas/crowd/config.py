@@ -151,7 +151,7 @@ class CrowdEvaluation(StrictModel):
 
 class CrowdConfig(StrictModel):
     kind: Literal["crowd"]
-    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
     lake: Path
     input: CrowdInput
     privacy: CrowdPrivacy

@@ -208,7 +208,7 @@ class FilterEvaluation(StrictModel):
 
 class FilterConfig(StrictModel):
     kind: Literal["filter"]
-    dataset: str = Field(min_length=1, pattern=NAME_PATTERN)
+    dataset: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, description="at most 100 characters (a generated release id is the dataset and 24 more)")
     lake: Path
     training: FilterTableReading = Field(description="the collector's labelled records: VAE and filters")
     input: FilterInput = Field(description="the records to privatize")

@@ -136,7 +136,7 @@ class LdpSimulation(StrictModel):
 
 class LdpConfig(StrictModel):
     kind: Literal["ldp"]
-    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
     lake: Path
     input: LdpInput
     secrets: SecretLayout = SecretLayout()

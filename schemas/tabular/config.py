@@ -123,7 +123,7 @@ class TabularEvaluation(StrictModel):
 
 class TabularConfig(StrictModel):
     kind: Literal["tabular"]
-    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
     lake: Path
     input: TabularInput
     privacy: TabularPrivacy

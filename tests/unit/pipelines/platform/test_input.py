@@ -288,3 +288,20 @@ def test_blank_text_is_missing_and_numbers_are_untouched() -> None:
     assert result["s"].tolist() == ["a", None, None, " b"]
     assert result["n"].tolist() == [0, 1, 2, 3] and result["n"].dtype == "int64"
     assert result["x"].isna().tolist() == [False, True, False, False]
+
+
+def test_a_csv_without_a_header_row_is_named_without_showing_its_first_row(tmp_path: Path) -> None:
+    """A first row that names none of the mapped columns is probably data (a file without a
+    header): the error says so instead of listing it."""
+    headerless = tmp_path / "headerless.csv"
+    headerless.write_text("17,Jane Roe,4.5\n18,John Doe,3.5\n")
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(headerless), ["item", "worker", "answer"])
+    assert_input_error(caught.value, headerless, "mapped column 'item' (for object_id) is missing; its first row "
+                       "names none of the expected columns (a CSV without a header row?)", column="item",
+                       hides=("Jane Roe", "17", "4.5"))
+    parquet = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"Jane Roe": [1]}), parquet)
+    with pytest.raises(InputError) as caught:
+        read_input_table(mapped(parquet, "parquet"), ["item"])
+    assert_input_error(caught.value, parquet, "the file has: Jane Roe", column="item")

@@ -191,3 +191,14 @@ def test_a_parquet_value_outside_its_domain_is_not_shown_in_any_form(tmp_path: P
         read_tabular_records(TableReading(path=path, format="parquet"), SCHEMA)
     assert_input_error(caught.value, path, "value is outside the bounds [0.0, 100.0]", row=2, column="age",
                        hides=("101", "np.float64"))
+
+
+def test_a_csv_without_a_header_row_is_refused_without_showing_its_first_row(tmp_path: Path) -> None:
+    path = tmp_path / "headerless.csv"
+    path.write_text("41,Private,0.5,>50K\n42,Private,0.5,>50K\n")
+    with pytest.raises(InputError) as caught:
+        read_tabular_records(TableReading(path=path), SCHEMA)
+    assert_input_error(caught.value, path, "a CSV without a header row", "input.header: false",
+                       hides=("41", "Private", ">50K"))
+    records = read_tabular_records(TableReading(path=path, header=False), SCHEMA)
+    assert records.frame["age"].tolist() == [41, 42]
