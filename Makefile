@@ -27,6 +27,8 @@ demo-data: $(STAMP)
 	$(VENV)/bin/privlake generate-crowd --out data/sample_crowd
 
 release: demo-data
+	$(VENV)/bin/privlake budget show sample --lake lake >/dev/null 2>&1 || \
+		$(VENV)/bin/privlake budget set sample --epsilon 100 --delta 1e-5 --lake lake
 	$(VENV)/bin/privlake run examples/crowd_sample.yaml --engine spark
 
 test: $(STAMP)

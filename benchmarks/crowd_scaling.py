@@ -19,7 +19,13 @@ Variants:
            (worker processes started, Great Expectations context built), as in a scheduler
            that keeps its session or `privlake run A.yaml B.yaml ...` after the first config.
            The session start is outside the timed part; the whole release is inside.
-Wall times exclude interpreter start-up and data generation, include everything else.
+Wall times exclude interpreter start-up, data generation and the operator's lake setup (a test
+lake with a budget for the dataset), include everything else.
+
+Settings: those of ``examples/crowd_sample.yaml`` (k = 12, gamma = 4, epsilon0 = 2, q0 = 0.1,
+R = 2, local cap 1.25, public bandwidth 5 on [0, 100] at precision 0.01, private source
+qualities in 3 iterations), except m = 10 claims per object (the previous runs' m, so that the
+synthesis does comparable work per object); stated (epsilon, delta) = (53.7, 1e-6).
 """
 
 from __future__ import annotations
@@ -34,10 +40,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import RESULTS, run_json_child, table
+from benchmarks.harness import RESULTS, ROOT, machine_basics, run_json_child, table
 
 CLAIMS_PER_OBJECT = 20
+CLAIMS_PER_OBJECT_RELEASED = 10
 SECRET_HEX = "be" * 32
+SETTINGS = (
+    "Settings of examples/crowd_sample.yaml (k = 12, gamma = 4, epsilon0 = 2, q0 = 0.1, R = 2, R_l = 1.25, "
+    "h = 5, private source qualities in 3 iterations) with m = 10; generated claims, 20 per object."
+)
 
 
 def generate(claims: int, directory: Path) -> Path:
@@ -53,55 +64,72 @@ def generate(claims: int, directory: Path) -> Path:
 
 
 def config_for(path: Path, lake: Path, engine: str) -> dict:
+    """The sample example's release config on ``path`` (budget, evaluation and engine replaced)."""
+    import yaml
+
+    document = yaml.safe_load((ROOT / "examples" / "crowd_sample.yaml").read_text())
+    document["privacy"].pop("budget", None)  # lake policy, set by the operator (prepare_lake)
+    document.pop("evaluation", None)
+    document["synthesis"]["claims_per_object"] = CLAIMS_PER_OBJECT_RELEASED
     return {
-        "kind": "crowd",
+        **document,
         "dataset": "bench",
         "lake": str(lake),
         "input": {"path": str(path), "format": "parquet"},
-        "privacy": {"k": 5, "gamma": 4.0, "epsilon0": 2.0, "delta": 0.001, "weight_ratio_cap": 4.0},
-        "synthesis": {"claims_per_object": 10, "precision": 0.01},
         "engine": {"name": engine, "spark": {"master": "local[2]"}},
     }
+
+
+def prepare_lake(lake: Path, key: Path) -> None:
+    """What an operator does once per lake: a test lake (the benchmark's fixed secret is a test
+    secret) with a budget for the dataset. Nothing to do where the lake has no policy."""
+    try:
+        from pipelines.platform.lake import Lake
+        from pipelines.platform.policy import LakePolicy
+    except ImportError:
+        return
+    with Lake(lake) as opened:
+        policy = LakePolicy(opened)
+        policy.initialize(test=True, key_file=key)
+        policy.set_budget("bench", 1e9, 0.5)
 
 
 def measure(variant: str, path: Path, workdir: Path) -> dict:
     """Runs in the child process: one variant on one input, prints a JSON line."""
     import pandas as pd
 
-    from transforms.crowd.synthesis import SynthesisParameters
+    from schemas.crowd.config import CrowdConfig
 
+    lake = workdir / f"lake_{variant}_{path.stem}"
+    engine_name = "spark" if variant == "spark-warm" else variant
+    config = CrowdConfig.model_validate(config_for(path, lake, "local" if variant == "floor" else engine_name))
+    if variant == "floor":  # the floor's imports outside the timed part: the mathematics alone
+        from pipelines.crowd.pipeline import reference_settings
+        from transforms.crowd.release import synthesize_in_memory
     start = time.perf_counter()
     if variant == "floor":
-        from transforms.crowd.release import synthesize_in_memory
-
         claims = pd.read_parquet(path)
-        parameters = SynthesisParameters(
-            claims_per_object=10, k=5, gamma=4.0, epsilon0=2.0, precision=0.01,
-            max_attempts_per_object=500, batch_size=20,
-        )
+        parameters, bandwidth, weights = reference_settings(config, int(claims.groupby("object_id").size().max()))
         _, result = synthesize_in_memory(
-            claims, parameters, secret=bytes.fromhex(SECRET_HEX), release_id="bench",
-            bandwidth_floor=0.01, weight_ratio_cap=4.0,
+            claims, parameters, secret=bytes.fromhex(SECRET_HEX), release_id="bench", bandwidth=bandwidth,
+            weights=weights,
         )
         rows = len(result.claims)
         timings: dict = {}
     else:
         from pipelines.crowd.pipeline import CROWD_WORKER_MODULES, run_crowd_release
-        from schemas.crowd.config import CrowdConfig
 
         os.environ["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
+        prepare_lake(lake, workdir / f"key_{variant}_{path.stem}")
         engine = None
-        engine_name = variant
         if variant == "spark-warm":
             from pipelines.engines.spark import SparkEngine
             from pipelines.platform.validation import gx_batch_definition
 
-            engine_name = "spark"
             engine = SparkEngine(master="local[2]")
             engine.warm_up(CROWD_WORKER_MODULES)
             gx_batch_definition()
-            start = time.perf_counter()
-        config = CrowdConfig.model_validate(config_for(path, workdir / f"lake_{variant}_{path.stem}", engine_name))
+        start = time.perf_counter()
         outcome = run_crowd_release(config, release_id=f"bench-{variant}", engine=engine)
         rows = outcome.manifest["rows"]
         timings = outcome.internal["timings"]
@@ -139,6 +167,7 @@ def main() -> None:
         return
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    machine = machine_basics()
     results = []
     with tempfile.TemporaryDirectory(prefix="privlake-bench-") as temporary:
         workdir = Path(temporary)
@@ -156,9 +185,14 @@ def main() -> None:
                     f"{report['claims_per_second']:>10,.0f} claims/s  peak {report['peak_rss_mib']:7.0f} MiB",
                     flush=True,
                 )
-    print("\n" + markdown(results))
+    text = markdown(results)
+    print("\n" + text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.write_text(json.dumps({"machine": machine, "settings": SETTINGS, "runs": results}, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(
+        f"# Crowd kind: scaling\n\nMachine: {machine['processor']}, {machine['cores']} cores, {machine['memory']}; "
+        f"load average at start {machine['load_average_at_start']}. {SETTINGS}\n\n{text}\n"
+    )
 
 
 if __name__ == "__main__":

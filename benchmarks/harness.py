@@ -392,3 +392,23 @@ def gowalla_cells(path: Path = GOWALLA_GRID) -> Any:
     if not (frame["row"].between(0, GOWALLA_ROWS - 1).all() and frame["column"].between(0, GOWALLA_COLUMNS - 1).all()):
         raise ValueError(f"{path}: a check-in outside the {GOWALLA_ROWS} x {GOWALLA_COLUMNS} grid")
     return (frame["row"] * GOWALLA_COLUMNS + frame["column"]).to_numpy()
+
+
+def benchmark_lake(lake: Path | str, *datasets: str, epsilon: float = 1e9, delta: float = 0.5) -> Path:
+    """A lake made as an operator makes one for benchmarks: a test lake (the benchmarks use the fixed
+    ``PRIVLAKE_TEST_SECRET``, which only a test lake accepts) with a large budget for each dataset —
+    the benchmarks measure speed and utility, not spending. Keys go to ``PRIVLAKE_KEY_DIR`` (default:
+    a folder beside the lake)."""
+    from pipelines.platform.lake import Lake
+    from pipelines.platform.policy import KEY_DIRECTORY_VARIABLE, LakePolicy
+
+    lake = Path(lake)
+    os.environ.setdefault(KEY_DIRECTORY_VARIABLE, str(lake.parent / f"{lake.name}-keys"))
+    with Lake(lake) as opened:
+        policy = LakePolicy(opened)
+        policy.initialize(test=True)
+        known = {budget.dataset for budget in policy.budgets()}
+        for dataset in datasets:
+            if dataset not in known:
+                policy.set_budget(dataset, epsilon, delta)
+    return lake

@@ -16,13 +16,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pipelines.platform.errors import PrivlakeError, ReleaseNotFound
+from pipelines.platform.errors import PrivlakeError, ReleaseNotFound, expected_failure
 from pipelines.platform.progress import StageProgress
 
 
 def _summary_line(outcome: Any) -> str:
     if outcome.already_published:
         return f"release {outcome.release_id} is already published; nothing to do"
+    if outcome.summary:
+        return outcome.summary
     from pipelines.kinds import release_kind
 
     return release_kind(outcome.manifest["kind"]).summary(outcome.manifest)
@@ -58,6 +60,11 @@ def _engine_text(request: tuple[str, dict[str, Any]]) -> str:
 
 def _command_run(args: argparse.Namespace) -> int:
     from pipelines.platform.config import load_config
+
+    if args.release_id is not None:
+        from pipelines.platform.ids import check_release_id
+
+        check_release_id(args.release_id)  # '' is an empty id, not "generate one"
 
     configs = [load_config(path) for path in args.config]
     if len(configs) == 1:
@@ -98,6 +105,11 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                 first_failure = first_failure or error.exit_code
                 continue
             except Exception as error:  # noqa: BLE001 - one release's surprise must not stop the batch
+                expected = expected_failure(error)
+                if expected is not None:
+                    print(f"privlake: {path}: {expected}", file=sys.stderr)
+                    first_failure = first_failure or expected.exit_code
+                    continue
                 if os.environ.get("PRIVLAKE_DEBUG"):
                     traceback.print_exc()
                 print(f"privlake: {path}: internal error: {_first_line(error)}", file=sys.stderr)
@@ -116,6 +128,8 @@ def _lake(args: argparse.Namespace):
     root = Path(args.lake)
     if not root.exists():
         raise PrivlakeError(f"{root}: no lake here (the folder does not exist)")
+    if not root.is_dir():
+        raise PrivlakeError(f"{root}: not a lake folder (a file)")
     return Lake(root)
 
 
@@ -155,7 +169,7 @@ def _command_show(args: argparse.Namespace) -> int:
 
     kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
-                *kind_keys, "engine", "input_fingerprint", "code_version"):
+                *kind_keys, "engine", "charged", "test_lake", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
     return 0
 
@@ -200,16 +214,92 @@ def _command_export(args: argparse.Namespace) -> int:
 
 
 def _command_ledger(args: argparse.Namespace) -> int:
+    """Every ledger event (``--json``: a list of objects with ``release_id``, ``dataset``, ``kind``,
+    ``status``, ``epsilon``, ``delta``, ``unit``, ``privacy_unit``, ``steps`` and the budget), then, per
+    dataset, what its reserved and published releases compose to at its budget's δ."""
     from pipelines.platform.ledger import PrivacyLedger
+    from pipelines.platform.policy import LakePolicy
 
-    entries = PrivacyLedger(_lake(args)).entries(args.dataset)
+    lake = _lake(args)
+    ledger = PrivacyLedger(lake)
+    entries = ledger.entries(args.dataset)
+    budgets = {budget.dataset: budget for budget in LakePolicy(lake).budgets()}
     if args.json:
-        print(entries.to_json(orient="records", date_format="iso"))
+        rows = entries.to_dict(orient="records")
+        for row in rows:
+            row["steps"] = json.loads(row["steps"]) if row.get("steps") else []
+            row["recorded_at"] = row["recorded_at"].isoformat()
+        print(json.dumps(rows, indent=2, default=str))
         return 0
     if len(entries) == 0:
         print("the ledger is empty")
         return 0
-    print(entries.to_string(index=False))
+    print(f"{'release_id':44} {'dataset':16} {'kind':7} {'status':9} {'unit':7} {'epsilon':>9} {'delta':>9}")
+    for _, row in entries.iterrows():
+        print(f"{row['release_id']:44} {row['dataset']:16} {row['kind']:7} {row['status']:9} "
+              f"{row['unit'] or 'release':7} {row['epsilon']:>9.4g} {row['delta']:>9.3g}")
+    for dataset in sorted(set(entries["dataset"])):
+        budget = budgets.get(dataset)
+        if budget is None:
+            print(f"dataset {dataset}: no budget set")
+            continue
+        spent = ledger.spent(dataset, budget.delta)
+        print(f"dataset {dataset}: spent epsilon={spent.epsilon:.4g} at delta={budget.delta:.3g} "
+              f"({spent.method}; summed: {spent.basic_epsilon:.4g}) of budget epsilon={budget.epsilon:.4g}, "
+              f"charged per {budget.unit}")
+    return 0
+
+
+def _command_budget(args: argparse.Namespace) -> int:
+    from pipelines.platform.ledger import PrivacyLedger
+    from pipelines.platform.policy import LakePolicy
+
+    if args.budget_command == "set":
+        from pipelines.platform.lake import Lake
+
+        with Lake(Path(args.lake)) as lake:
+            budget = LakePolicy(lake).set_budget(args.dataset, args.epsilon, args.delta, args.unit, args.location or ())
+            spent = PrivacyLedger(lake).spent(args.dataset, budget.delta)
+        print(f"dataset {budget.dataset}: budget epsilon={budget.epsilon:g} at delta={budget.delta:g}, charged per "
+              f"{budget.unit}; spent so far epsilon={spent.epsilon:.4g}")
+        if spent.epsilon > budget.epsilon:
+            print(f"privlake: warning: dataset {budget.dataset} has already spent more than this budget; "
+                  "its next releases will be refused", file=sys.stderr)
+        return 0
+    lake = _lake(args)
+    policy = LakePolicy(lake)
+    budgets = policy.budgets()
+    if args.budget_command == "show":
+        budgets = [budget for budget in budgets if budget.dataset == args.dataset]
+        if not budgets:
+            raise PrivlakeError(f"dataset {args.dataset!r} has no budget in this lake")
+    ledger = PrivacyLedger(lake)
+    locations = policy.locations()
+    rows = []
+    for budget in budgets:
+        spent = ledger.spent(budget.dataset, budget.delta)
+        rows.append({**budget.to_json(), "spent_epsilon": spent.epsilon, "composition": spent.method,
+                     "locations": locations.get(budget.dataset, [])})
+    if args.json:
+        print(json.dumps(rows[0] if args.budget_command == "show" else rows, indent=2))
+        return 0
+    if not rows:
+        print("no budgets in this lake")
+        return 0
+    for row in rows:
+        print(f"{row['dataset']:20} epsilon {row['spent_epsilon']:.4g} of {row['epsilon']:g} at delta {row['delta']:g}, "
+              f"per {row['unit']}; inputs: {', '.join(row['locations']) or 'none yet'}")
+    return 0
+
+
+def _command_init_lake(args: argparse.Namespace) -> int:
+    from pipelines.platform.lake import Lake
+    from pipelines.platform.policy import LakePolicy
+
+    with Lake(Path(args.lake)) as lake:
+        key = LakePolicy(lake).initialize(test=args.test, key_file=Path(args.key_file) if args.key_file else None,
+                                          key_variable=args.key_env)
+    print(f"{'test' if args.test else 'production'} lake at {Path(args.lake).resolve()}; fingerprint key: {key}")
     return 0
 
 
@@ -230,8 +320,16 @@ def _command_models(args: argparse.Namespace) -> int:
     return 0
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Argument errors are one line on standard error and exit 2, like every other failure."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"privlake: {message.splitlines()[0] if message else 'bad arguments'}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="privlake", description="Privacy-protected data releases into a lake.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 success (or already published), 2 bad input/config/arguments/lake path, "
@@ -275,6 +373,34 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(handler=_command_ledger)
 
+    budget = commands.add_parser("budget", help="set or read datasets' privacy budgets (lake policy)")
+    budget_commands = budget.add_subparsers(dest="budget_command", required=True)
+    budget_set = budget_commands.add_parser("set", help="set a dataset's total budget (an operator's decision)")
+    budget_set.add_argument("dataset")
+    budget_set.add_argument("--epsilon", type=float, required=True)
+    budget_set.add_argument("--delta", type=float, required=True)
+    budget_set.add_argument("--unit", choices=["release", "record"], default="release",
+                            help="charge each release's whole-release bound (default) or, as an explicit policy, "
+                                 "its per-record figure")
+    budget_set.add_argument("--location", action="append",
+                            help="an input file or folder this dataset reads (repeatable; else bound on first use)")
+    budget_set.add_argument("--lake", required=True)
+    for name, text in (("show", "one dataset's budget and spending"), ("list", "every dataset's budget and spending")):
+        reader = budget_commands.add_parser(name, help=text)
+        if name == "show":
+            reader.add_argument("dataset")
+        reader.add_argument("--lake", required=True)
+        reader.add_argument("--json", action="store_true")
+    budget.set_defaults(handler=_command_budget)
+
+    init_lake = commands.add_parser("init-lake", help="make a lake (a test lake with --test) and name its key")
+    init_lake.add_argument("lake")
+    init_lake.add_argument("--test", action="store_true",
+                           help="a test lake: the only kind that accepts releases made with PRIVLAKE_TEST_SECRET")
+    init_lake.add_argument("--key-file", help="the fingerprint key file, outside the lake (created if missing)")
+    init_lake.add_argument("--key-env", help="or: the environment variable that holds the key (hex)")
+    init_lake.set_defaults(handler=_command_init_lake)
+
     models = commands.add_parser("models", help="list the model artifacts stored in a lake")
     models.add_argument("--lake", required=True)
     models.add_argument("--dataset")
@@ -289,7 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help (0) or an argument error, already printed as one line (2)
+        return int(stop.code or 0)
     try:
         return args.handler(args)
     except PrivlakeError as error:
@@ -299,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
         print("privlake: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - the one place that turns surprises into one line
+        expected = expected_failure(error)
+        if expected is not None:
+            print(f"privlake: {expected}", file=sys.stderr)
+            return expected.exit_code
         if os.environ.get("PRIVLAKE_DEBUG"):
             traceback.print_exc()
         print(f"privlake: internal error: {_first_line(error)}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""What every release kind's configuration shares: strict models, the engine settings, the
-dataset's privacy budget and how a table file is read.
+"""What every release kind's configuration shares: strict models, the engine settings, the refusal
+of a budget in a config (budgets are lake policy: ``pipelines/platform/policy.py``) and how a table
+file is read.
 
 Each kind's own configuration lives in its package (``schemas/crowd/config.py``, …) and builds
 on these; no kind's schema imports another kind's.
@@ -20,11 +21,18 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Budget(StrictModel):
-    """The total privacy budget of the dataset, summed over its releases (basic composition)."""
+BUDGET_IS_POLICY = (
+    "budgets are lake policy, set once by an operator, not by a release config: remove privacy.budget and run "
+    "`privlake budget set DATASET --epsilon E --delta D --lake LAKE`"
+)
 
-    epsilon: float = Field(gt=0)
-    delta: float = Field(gt=0, lt=1)
+
+def refuse_budget_key(values: object) -> object:
+    """A ``before`` validator for a privacy section: a ``budget`` key is refused with the reason
+    (a config that could set its own budget could raise it)."""
+    if isinstance(values, dict) and "budget" in values:
+        raise ValueError(BUDGET_IS_POLICY)
+    return values
 
 
 class SparkSettings(StrictModel):

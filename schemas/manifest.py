@@ -17,12 +17,14 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
     "config",
     "validation",
     "code_version",
+    "charged",
+    "test_lake",
 )
 
 KIND_MANIFEST_KEYS: dict[str, tuple[str, ...]] = {
     "crowd": ("objects_released", "objects_suppressed", "claims_per_object", "bandwidth"),
-    "tabular": ("composition", "pass_rate", "candidate_attempts", "target_records", "network", "evaluation"),
-    "filter": ("model_artifact_id", "epsilon_rdp", "choices", "encoder", "guarantee", "evaluation"),
+    "tabular": ("omega", "target_records", "network", "split"),
+    "filter": ("model_artifact_id", "epsilon_rdp", "choices", "encoder"),
     "ldp": ("estimator", "n", "mechanism_mix", "epsilon_distribution", "iterations", "converged", "catalog"),
 }
 
@@ -35,8 +37,7 @@ OPERATOR_ONLY_KEYS: tuple[str, ...] = (
     "input_rows", "input_rows_after_contribution_bound", "objects_short", "shortfall_claims", "timings",
 )
 """Figures computed from raw data: they belong in the operator-only record
-(``pipelines/platform/internal.py``), never in a public manifest (crowd today; every kind once the
-accounting issue's split is done)."""
+(``pipelines/platform/internal.py``), never in a public manifest of any kind."""
 
 
 def operator_keys_in(manifest: dict) -> list[str]:

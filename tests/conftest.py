@@ -29,6 +29,14 @@ ENGINE_MARKERS = ("spark", "beam")
 _engines_built: list[str] = []
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _lake_keys_outside_the_lakes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Lakes' fingerprint keys go to a folder of the test session (never the user's home)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIVLAKE_KEY_DIR", str(tmp_path_factory.mktemp("lake-keys")))
+        yield
+
+
 def _recording_make_engine(make_engine: Any) -> Any:
     @functools.wraps(make_engine)
     def recording(name: str, **options: Any) -> Any:

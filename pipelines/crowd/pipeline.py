@@ -45,11 +45,12 @@ from pipelines.crowd.blocks import (
     summary_rows,
     synthesis_block,
 )
-from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, input_fingerprint, read_crowd_claims
+from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, read_crowd_claims
 from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
 from pipelines.engines.arrow import write_group_files
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
+from pipelines.platform.input import csv_problem
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -66,10 +67,15 @@ from schemas.tables import ROW_NUMBER
 from transforms.crowd.bandwidth import PUBLIC_BANDWIDTH_METHODS, public_bandwidth
 from transforms.crowd.combined_weights import weight_bounds
 from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
-from transforms.crowd.global_weights import PrivateSourceQuality, SourceQuality, iterate_source_quality
+from transforms.crowd.global_weights import (
+    MAX_OBJECTS_PER_SOURCE,
+    PrivateSourceQuality,
+    SourceQuality,
+    iterate_source_quality,
+)
 from transforms.crowd.guarantee import CrowdMechanism, crowd_guarantee
 from transforms.crowd.release import WeightSettings
-from transforms.crowd.synthesis import SynthesisParameters
+from transforms.crowd.synthesis import SynthesisParameters, largest_object_for
 from transforms.crowd.value_grid import ValueGrid
 
 CROWD_WORKER_MODULES = ("pipelines.crowd.blocks",)
@@ -188,7 +194,7 @@ def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
     try:
         frame = pd.read_csv(path)
     except (ValueError, OSError) as error:
-        raise InputError(str(path), f"cannot be read as CSV: {error}") from None
+        raise csv_problem(path, error) from None
     id_column = evaluation.truth_columns.get("object_id", "object_id")
     truth_column = evaluation.truth_columns.get("truth", "truth")
     for column in (id_column, truth_column):
@@ -228,7 +234,7 @@ def plan_release(context: ReleaseContext) -> CrowdPlan:
     """The whole-release guarantee from the config, reserved in the ledger before the claims are read."""
     config = context.config
     guarantee = guarantee_for(config)
-    context.reserve(guarantee["epsilon"], guarantee["delta"], config.privacy.budget)
+    context.reserve(guarantee)
     return CrowdPlan(guarantee, synthesis_parameters(config), release_bandwidth(config))
 
 
@@ -239,7 +245,6 @@ class PreparedInput:
     claims: pa.Table
     staging: Path
     input_schema: pa.Schema
-    fingerprint: str
     validation: Any
     rows: int
     truth: pd.Series | None
@@ -254,7 +259,6 @@ def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
     settings = config.input
     with timer.stage("read input"):
         claims = read_crowd_claims(settings)
-        fingerprint = input_fingerprint(settings.path, settings.columns.model_dump())
     with timer.stage("validate input"):
         input_validation = validate_crowd_input(
             claims,
@@ -277,18 +281,26 @@ def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
         first_row = int(claims.loc[claims["object_id"] == small, ROW_NUMBER].iloc[0])
         raise InputError(
             str(settings.path),
-            f"object {small!r} has {int(claims_per_object[small])} claims, fewer than the minimum {k} "
+            f"an object has {int(claims_per_object[small])} claims, fewer than the minimum {k} "
             "(input.small_objects is 'reject')",
             row=first_row,
             column=settings.columns.object_id,
         )
+    ratio_cap = weight_bounds(config.weights.method, config.privacy.weight_ratio_cap,
+                              config.weights.local_weights.ratio_cap)[0]
+    if int(claims_per_object.max()) > (most := largest_object_for(ratio_cap)):
+        raise InputError(str(settings.path), f"an object has {int(claims_per_object.max())} claims; with a seed-weight "
+                         f"ratio cap of {ratio_cap:g} at most {most} are supported (lower privacy.weight_ratio_cap)")
+    busiest = int(claims.groupby("source_id", sort=False)["object_id"].nunique().max())
+    if config.weights.method in ("combined", "global") and busiest > MAX_OBJECTS_PER_SOURCE:
+        raise InputError(str(settings.path), f"a source answered {busiest} objects; the source qualities support "
+                         f"at most {MAX_OBJECTS_PER_SOURCE} (use weights.method local or uniform)")
     if int((claims_per_object >= k).sum()) == 0:
         raise InputError(str(settings.path), f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
     return PreparedInput(
         claims=pa.Table.from_pandas(claims[list(input_schema.names)], schema=input_schema, preserve_index=False),
         staging=context.staging,
         input_schema=input_schema,
-        fingerprint=fingerprint,
         validation=input_validation,
         rows=len(claims),
         truth=truth,
@@ -469,7 +481,6 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     }
     internal = {
         "note": "computed from the raw claims: operator figures outside the release's guarantee",
-        "input_fingerprint": prepared.fingerprint,
         "input_rows": prepared.rows,
         "input_rows_after_contribution_bound": staged.bounded_rows,
         "clipped_to_value_range": prepared.clipped,

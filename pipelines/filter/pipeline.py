@@ -67,6 +67,7 @@ from pipelines.platform.release import (
 from schemas.filter.config import FilterConfig
 from schemas.filter.expectations import FILTER_RECORD_COLUMN
 from schemas.filter.features import FeatureSpec
+from transforms.core.accounting import GAUSSIAN, PrivacyStep
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.accounting import filter_privacy_summary, sensitivity_privacy_summary
 from transforms.filter.features import feature_fingerprint, feature_layout, feature_spec_sha256
@@ -171,8 +172,23 @@ def _headline(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     for order in summaries[0]["epsilon_rdp"]:
         values = [summary["epsilon_rdp"][order] for summary in summaries]
         epsilon_rdp[order] = None if any(value is None for value in values) else max(values)
+    sensitivities = [summary["sensitivity"] for summary in summaries]
+    largest = None if any(value is None for value in sensitivities) else max(sensitivities)
     return {"epsilon": None if math.isinf(worst) else worst, "delta": summaries[0]["delta"],
-            "epsilon_rdp": epsilon_rdp}
+            "epsilon_rdp": epsilon_rdp, "sensitivity": largest}
+
+
+def charge_of(guarantee: dict[str, Any]) -> dict[str, Any]:
+    """What the ledger charges: one Gaussian label shift of the largest Mahalanobis sensitivity
+    (each record is filtered once, so the release is one step for a record's label), the same
+    per record and per release."""
+    steps = []
+    if guarantee["epsilon"] is not None and guarantee["sensitivity"] is not None:
+        steps = [PrivacyStep(GAUSSIAN, guarantee["epsilon"], guarantee["delta"], 1,
+                             sensitivity_over_sigma=float(guarantee["sensitivity"]),
+                             what="the Gaussian label shift of one record's filter").to_json()]
+    part = {"epsilon": guarantee["epsilon"], "delta": guarantee["delta"], "steps": steps}
+    return {**part, "per_record": part, "privacy_unit": PRIVACY_UNIT, "not_covered": NOT_COVERED}
 
 
 def capped_guarantee(config: FilterConfig) -> dict[str, Any] | None:
@@ -245,7 +261,7 @@ def plan_release(context: ReleaseContext) -> FilterPlan:
     encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
     preview = capped_guarantee(config)
     if preview is not None:
-        context.reserve(preview["epsilon"], preview["delta"], config.privacy.budget)
+        context.reserve(charge_of(preview))
     return FilterPlan(spec, store, encoder, preview)
 
 
@@ -285,7 +301,7 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
                 "a trained filter's label sensitivity is infinite (its noise does not cover the label "
                 "shift): set max_sensitivity on the choices"
             )
-        context.reserve(guarantee["epsilon"], guarantee["delta"], config.privacy.budget)
+        context.reserve(charge_of(guarantee))
     prepared = _prepare(context, plan.spec)
     side = PrivatizationSide(
         artifact_bytes, plan.encoder.artifact_id, tuple(choice.latent_filter for choice in trained),
@@ -320,7 +336,6 @@ class PreparedInput:
     choices: np.ndarray
     private: np.ndarray
     utility: np.ndarray
-    fingerprint: str
 
 
 def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
@@ -330,7 +345,6 @@ def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
     with timer.stage("read input"):
         records = read_records(settings, spec, _training_labels(config), extra)
         choices = choice_codes(records.frame, settings, config)
-        fingerprint = file_fingerprint(settings.path)
     counts = np.bincount(choices, minlength=len(config.choices))
     for choice, count in zip(config.choices, counts, strict=True):
         if count == 0:
@@ -351,7 +365,7 @@ def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
     }
     columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
     table = pa.table(columns, schema=staged_schema(spec))
-    return PreparedInput(table, context.staging / "input", records, choices, private, utility, fingerprint)
+    return PreparedInput(table, context.staging / "input", records, choices, private, utility)
 
 
 def stage_records(table: pa.Table, folder: Path, parallelism: int) -> list[Path]:
@@ -400,7 +414,7 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             evaluation = evaluation_report(config, spec, artifact, [choice.latent_filter for choice in trained],
                                            released_frame, prepared.records, prepared.choices, prepared.private,
                                            prepared.utility, filters.training_log_variance, secret, release_id)
-    choices_report = []
+    choices_report, choices_internal = [], []
     counts = np.bincount(prepared.choices, minlength=len(config.choices))
     for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):
         choices_report.append({
@@ -410,6 +424,9 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             "budget": choice.budget,
             "utility_weight": choice.utility_weight,
             "max_sensitivity": choice.max_sensitivity,
+        })
+        choices_internal.append({
+            "name": choice.name,
             "records": int(count),
             "distortion_on_training_records": result.distortion,
             "training_records": result.training_records,
@@ -438,17 +455,21 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             "not_covered": NOT_COVERED,
         },
         "rows": int(len(released_frame)),
-        "input_rows": rows,
         "model_artifact_id": side.artifact_id,
         "encoder": {"artifact_id": side.artifact_id, "trained_at": encoder.trained_at.isoformat(),
-                    "data_fingerprint": artifact.data_fingerprint, "training": artifact.training,
                     "architecture": {key: value for key, value in artifact.model.architecture.to_dict().items()
                                      if key != "layout"}},
         "choices": choices_report,
-        "clipped_values": prepared.records.clipped,
         "engine": engine.name,
-        "input_fingerprint": prepared.fingerprint,
-        "training_fingerprint": file_fingerprint(config.training.path),
+        "validation": {"output": output_validation.to_json()},
+        **context.manifest_provenance(),
+    }
+    internal = {
+        "note": "computed from the raw and training records: operator figures outside the release's guarantee",
+        "input_rows": rows,
+        "choices": choices_internal,
+        "encoder": {"data_fingerprint": artifact.data_fingerprint, "training": artifact.training},
+        "clipped_values": prepared.records.clipped,
         "validation": {
             "input": {
                 "success": True,
@@ -461,16 +482,15 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
                 ],
                 "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
             },
-            "output": output_validation.to_json(),
         },
         "evaluation": evaluation,
-        **context.manifest_provenance(),
     }
-    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line())
+    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line(),
+                         internal)
 
 
 def summary_line(manifest: dict[str, Any]) -> str:
-    choices = ", ".join(f"{choice['name']} ({choice['records']})" for choice in manifest["choices"])
+    choices = ", ".join(choice["name"] for choice in manifest["choices"])
     return (
         f"published {manifest['rows']} privatized records on {manifest['engine']} with encoder "
         f"{manifest['model_artifact_id'][:12]} and choices {choices}; "

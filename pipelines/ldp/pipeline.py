@@ -83,6 +83,15 @@ LDP_WORKER_MODULES = ("pipelines.ldp.blocks",)
 PRIVACY_UNIT = "one user's report (local DP, each user at their own epsilon; headline = the largest)"
 
 
+CENTRAL_CHARGE: dict[str, Any] = {
+    "epsilon": 0.0, "delta": 0.0, "steps": [],
+    "per_record": {"epsilon": 0.0, "delta": 0.0, "steps": []},
+    "why": "the estimate is post-processing of reports the users privatized themselves: no central budget is spent",
+}
+"""What the ledger charges an ldp release: nothing (each user's local ε is the users' own choice; the
+manifest states them)."""
+
+
 @dataclass(frozen=True)
 class LdpPlan:
     """The mechanism catalog, read and checked against the estimator before any report is read."""
@@ -95,6 +104,7 @@ def plan_release(context: ReleaseContext) -> LdpPlan:
     with context.timer.stage("read catalog"):
         catalog = read_mechanism_catalog(config.input.catalog, config.secrets)
         check_estimator_fits(catalog, config.estimator.method, config.input.catalog)
+    context.reserve({**CENTRAL_CHARGE, "privacy_unit": PRIVACY_UNIT})
     return LdpPlan(catalog)
 
 
@@ -317,10 +327,7 @@ def _publish(
         "acceleration": config.estimator.acceleration,
         "catalog": catalog.to_json(),
         "engine": engine_label,
-        "input_fingerprint": prepared.fingerprint,
-        "input_rows": int(n),
-        "validation": {"input": prepared.validation.to_json(), "output": output_validation.to_json()},
-        "evaluation": evaluation,
+        "validation": {"output": output_validation.to_json()},
         **context.manifest_provenance(),
         "secret_source": "none: the ldp release draws no randomness",
     }
@@ -328,7 +335,13 @@ def _publish(
     folder.mkdir(parents=True, exist_ok=True)
     data_file = folder / "part-00000.parquet"
     pq.write_table(pa.Table.from_pandas(estimate, schema=schema, preserve_index=False), data_file)
-    return ReleaseResult([data_file], schema, manifest, output_validation.success, output_validation.first_line())
+    internal = {
+        "note": "operator figures: the evaluation reads the raw secrets (evaluation.truth_path)",
+        "validation": {"input": prepared.validation.to_json()},
+        "evaluation": evaluation,
+    }
+    return ReleaseResult([data_file], schema, manifest, output_validation.success, output_validation.first_line(),
+                         internal)
 
 
 def summary_line(manifest: dict[str, Any]) -> str:

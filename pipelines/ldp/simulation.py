@@ -102,7 +102,7 @@ def read_simulation_secrets(source: SimulationSource, secrets: SecretLayout) -> 
         bad = ~np.isfinite(values) | (values != np.floor(values))
         if bad.any():
             row = int(np.flatnonzero(bad)[0]) + 1
-            raise InputError(name, f"{frame[column].iloc[row - 1]!r} is not an integer secret", row=row, column=column)
+            raise InputError(name, "not an integer secret", row=row, column=column)
         parts.append(values.astype(np.int64))
     size = secrets.size
     assert size is not None

@@ -11,7 +11,8 @@ Layout of an embedded lake (``Lake(root)``)::
     root/warehouse/       Iceberg tables: ``releases.<table>`` (one per release) and the
                           ``privlake.ledger`` table of :mod:`pipelines.platform.ledger`
     root/staging/<id>/    Parquet written by the engines for a release still in flight
-    root/quarantine/<id>/ files and ``manifest.json`` of a release that failed validation
+    root/quarantine/      (emptied: a release that failed validation is deleted; why, in
+                          the operator-only ``privlake.internal`` table)
 
 On a cluster the catalog is any pyiceberg catalog (REST, Hive, Glue, SQL on Postgres) given by
 its properties (:meth:`Lake.from_catalog_properties`); ``root`` then only holds staging and
@@ -42,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import shutil
 import uuid
@@ -357,33 +357,19 @@ class Lake:
 
     # ---- quarantine -----------------------------------------------------------------------
 
-    def quarantine(self, release_id: str, files: list[Path], manifest: dict[str, Any]) -> Path:
-        """Move a release that failed validation to ``quarantine/<release_id>/`` together with
-        ``manifest.json`` (which should carry the validation result under ``validation``).
-        Nothing becomes visible under ``releases``. An earlier quarantine of the same id is kept,
-        renamed ``<release_id>.superseded-<UTC time>``."""
+    def quarantine(self, release_id: str, files: list[Path]) -> None:
+        """Delete the output of a release that failed validation: its budget is given back, so
+        none of it may stay (nor the output of an earlier attempt at the same id). Why it failed
+        goes to the operator-only record (``pipelines/platform/internal.py``), not to the lake's
+        files. Nothing becomes visible under ``releases``."""
         check_release_id(release_id)
-        manifest_text = json.dumps(manifest, sort_keys=True, indent=2, default=str)
         if self.is_published(release_id):
             raise ReleaseAlreadyPublished(release_id)
-        folder = self.quarantine_root / release_id
-        if folder.exists():
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            folder.rename(self.quarantine_root / f"{release_id}.superseded-{stamp}")
-        folder.mkdir(parents=True)
-        for index, source in enumerate(Path(file) for file in files):
-            shutil.move(source, folder / f"{index:05d}-{source.name}")
-        partial = folder / "manifest.json.partial"
-        partial.write_text(manifest_text + "\n", encoding="utf-8")
-        os.replace(partial, folder / "manifest.json")
-        return folder
-
-    def quarantined_manifest(self, release_id: str) -> dict[str, Any]:
-        """The manifest of the latest quarantine of ``release_id``."""
-        path = self.quarantine_root / check_release_id(release_id) / "manifest.json"
-        if not path.exists():
-            raise KeyError(f"no quarantined release has id '{release_id}'")
-        return json.loads(path.read_text(encoding="utf-8"))
+        for source in (Path(file) for file in files):
+            source.unlink(missing_ok=True)
+        for earlier in [self.quarantine_root / release_id, *self.quarantine_root.glob(f"{release_id}.superseded-*")]:
+            shutil.rmtree(earlier, ignore_errors=True)  # left by lakes of earlier versions
+        self.discard_staging(release_id)
 
     # ---- reading --------------------------------------------------------------------------
 

@@ -4,13 +4,17 @@
 
 1. open it: the lake, the checked release id (generated when none is given) and, when that id is
    already published, the published outcome (re-running an id is a no-op);
-2. the kind's ``plan``: what it decides from the configuration before touching the data (its
-   guarantee, a budget reservation, a catalog or an encoder to resolve);
-3. the release secret (kinds that draw randomness), then the engine started in the background
+2. admit it under the lake's policy (``pipelines/platform/policy.py``): a test secret only in a
+   test lake, a budget set by an operator for the dataset, an input location and files that belong
+   to no other dataset — else refused (exit 4) before anything runs;
+3. the kind's ``plan``: what it decides from the configuration before touching the data (its
+   guarantee, reserved in the ledger for the budget's unit; a catalog or an encoder to resolve);
+4. the release secret (kinds that draw randomness), then the engine started in the background
    (a JVM for Spark) while the kind's ``prepare`` reads, validates and stages the input;
-4. the kind's ``run_on_engine``: the jobs, the output validation and the manifest;
-5. publish data and manifest in one commit — or quarantine them when the output failed
-   validation — and give the budget back on any failure before the commit.
+5. the kind's ``run_on_engine``: the jobs, the output validation and the manifest;
+6. publish data and manifest in one commit — the last step: the charge is then final — or, when
+   the output failed validation, delete it (quarantine keeps only why, in the operator-only
+   record) and give the budget back, as on any failure before the commit.
 
 A kind supplies only its stages (:class:`ReleaseKind`); they share one :class:`ReleaseContext`
 instead of long parameter lists. The registry of kinds is ``pipelines/kinds.py``.
@@ -38,8 +42,9 @@ from pipelines.platform.errors import PrivlakeError, ReleaseQuarantined, Release
 from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
-from pipelines.platform.ledger import BudgetExceeded, PrivacyLedger
-from schemas.base import Budget, EngineSettings
+from pipelines.platform.ledger import BudgetExceeded, Charge, PrivacyLedger
+from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
+from schemas.base import EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
 TEST_SECRET_VARIABLE = "PRIVLAKE_TEST_SECRET"
@@ -55,6 +60,7 @@ class ReleaseOutcome:
     manifest: dict[str, Any]
     already_published: bool = False
     internal: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
 
 
 def release_secret() -> tuple[bytes, str]:
@@ -201,6 +207,11 @@ class ReleaseContext:
     secret: bytes = b""
     secret_source: str = ""
     reserved: bool = False
+    published: bool = False
+    test_lake: bool = False
+    budget: BudgetPolicy | None = None
+    charge: Charge | None = None
+    spent_after: Any = None
     _ledger: PrivacyLedger | None = field(default=None, repr=False)
     _staging: Path | None = field(default=None, repr=False)
 
@@ -218,24 +229,73 @@ class ReleaseContext:
             self._staging = self.lake.staging_directory(self.release_id)
         return self._staging
 
-    def reserve(self, epsilon: float, delta: float, budget: Budget | None) -> None:
-        """Reserve the release's (ε, δ) in the ledger before the data it covers is read; refuse
-        (``ReleaseRefused``) when it would exceed the dataset's budget. No budget configured:
-        nothing is charged."""
-        if budget is None:
-            return
+    def admit(self) -> None:
+        """The lake's policy, before anything runs: a test secret only in a test lake; a budget for
+        the dataset; an input that belongs to no other dataset (``ReleaseRefused``, exit 4)."""
+        policy = LakePolicy(self.lake)
+        self.test_lake = policy.is_test_lake()
+        if os.environ.get(TEST_SECRET_VARIABLE) and not self.test_lake:
+            raise ReleaseRefused(
+                f"{TEST_SECRET_VARIABLE} is set, but {self.lake.root} is not a test lake: releases made with the "
+                "fixed test secret go only into lakes made by `privlake init-lake LAKE --test`"
+            )
+        self.budget = policy.admit(self.config.dataset, self.config.input.path)
+
+    def check_inputs(self) -> None:
+        """After the reservation, before the input is read: no input file may be one another
+        dataset used (keyed fingerprints, ``pipelines/platform/policy.py``)."""
+        LakePolicy(self.lake).check_inputs(self.config.dataset, self.release_id, self.config.input.path)
+
+    def reserve(self, guarantee: dict[str, Any]) -> None:
+        """Reserve the release's charge before the data it covers is read: the guarantee's
+        whole-release (ε, δ) and steps — or, when the dataset's budget is per record, its
+        ``per_record`` part. Refuse (``ReleaseRefused``) when the dataset's composed spending would
+        exceed its budget."""
+        if self.budget is None:
+            raise RuntimeError("reserve before admit")
+        if self.budget.unit == RECORD_UNIT:
+            part = guarantee.get("per_record")
+            if part is None:
+                raise ReleaseRefused(f"dataset '{self.config.dataset}' is budgeted per record, but a {self.kind} "
+                                     "release has no per-record figure; budget it per release")
+        else:
+            part = guarantee
+        if part.get("epsilon") is None or part.get("delta") is None:
+            advice = guarantee.get("advice") or "no finite (epsilon, delta) for this configuration"
+            raise ReleaseRefused(f"the {self.kind} release states no finite guarantee per {self.budget.unit}: {advice}")
+        charge = Charge.of(part["epsilon"], part["delta"], part.get("steps", ()), self.budget.unit,
+                           str(guarantee.get("privacy_unit", "")))
         try:
-            self.ledger.reserve(self.config.dataset, self.release_id, epsilon, delta, budget.epsilon,
-                                budget.delta, self.kind)
+            self.spent_after = self.ledger.reserve(self.config.dataset, self.release_id, self.kind, charge, self.budget)
         except BudgetExceeded as error:
             raise ReleaseRefused(str(error)) from None
+        self.charge = charge
         self.reserved = True
 
     def refund(self) -> None:
-        """Give back this release's reservation, if it made one (at most once)."""
-        if self.reserved:
+        """Give back this release's reservation, if it made one and has not published (at most
+        once): a published release's charge is final."""
+        if self.reserved and not self.published:
             self.reserved = False
             self.ledger.refund(self.config.dataset, self.release_id)
+
+    def manifest_charge(self) -> dict[str, Any]:
+        """The manifest keys that say what the ledger charged and where the release was made."""
+        charge = self.charge.to_json() if self.charge is not None else None
+        return {"charged": charge, "budget_unit": self.budget.unit if self.budget else None,
+                "test_lake": self.test_lake}
+
+    def headline(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """A published manifest always states a finite guarantee first: the whole-release bound,
+        or — only when the dataset is budgeted per record and no whole-release bound exists — the
+        per-record figure it was charged, named as such in ``headline_scope``."""
+        if manifest.get("epsilon") is not None and manifest.get("delta") is not None:
+            return {"headline_scope": "whole release"}
+        if self.charge is None or self.charge.unit != RECORD_UNIT:
+            raise RuntimeError("a release without a finite whole-release guarantee was not refused")
+        return {"epsilon": self.charge.epsilon, "delta": self.charge.delta,
+                "headline_scope": "per record (the dataset is budgeted per record; this release has no finite "
+                                  "whole-release bound)"}
 
     def manifest_identity(self) -> dict[str, Any]:
         """The manifest keys every kind writes first."""
@@ -243,13 +303,13 @@ class ReleaseContext:
 
     def manifest_provenance(self) -> dict[str, Any]:
         """The manifest keys every kind writes last: the config as run, the code version, where the
-        secret came from, when the release started (before any data was read) and with which
-        Python. Stage timings depend on the data: they go to the operator-only record."""
+        secret came from and with which Python. When the release started, and its stage timings,
+        go to the operator-only record: with the publication time they would give its duration,
+        which depends on the data."""
         return {
             "config": self.config.model_dump(mode="json", by_alias=True),
             "code_version": code_version(),
             "secret_source": self.secret_source,
-            "created_at": self.started.isoformat(),
             "python": sys.version.split()[0],
         }
 
@@ -313,7 +373,9 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
         return opened
     context = opened
     try:
+        context.admit()
         plan = kind.plan(context)
+        context.check_inputs()
         if kind.draws_randomness:
             context.secret, context.secret_source = release_secret()
         with engine_in_background(request.engine, config.engine, request.engine_name, request.master,
@@ -321,8 +383,10 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
             prepared = kind.prepare(context, plan)
             with context.timer.stage("wait for engine"):
                 engine = wait_for_engine()
+            if not context.reserved:
+                raise RuntimeError(f"the {kind.name} release reserved no charge before running")
             result = kind.run_on_engine(context, plan, prepared, engine)
-        return finish_release(context, result)
+        return finish_release(context, result, kind.summary)
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(context.release_id, "published", context.lake.manifest(context.release_id),
                               already_published=True)
@@ -335,24 +399,46 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
         raise
 
 
-def finish_release(context: ReleaseContext, result: ReleaseResult) -> ReleaseOutcome:
-    """The end of every release: publish data and manifest in one commit, or, when the output
-    failed validation, quarantine them, give the budget back and raise ``ReleaseQuarantined``
-    naming the first issue. Staging is discarded after publishing."""
-    lake, release_id, timer, manifest = context.lake, context.release_id, context.timer, result.manifest
-    records = OperatorRecords(lake)
+def finish_release(context: ReleaseContext, result: ReleaseResult,
+                   summary: Callable[[dict[str, Any]], str] | None = None) -> ReleaseOutcome:
+    """The end of every release: publish data and manifest in one commit — the last step that can
+    fail the release: once it lands the charge is final — or, when the output failed validation,
+    delete the output (quarantine keeps only why, in the operator-only record), give the budget
+    back and raise ``ReleaseQuarantined`` naming the first issue. Staging is discarded after
+    publishing. The summary line is formatted before the commit, so that it cannot fail after it."""
+    lake, release_id, timer = context.lake, context.release_id, context.timer
+    manifest = {**result.manifest, **context.manifest_charge()}
+    manifest.update(context.headline(manifest))
     manifest.pop("timings", None)
+    line = summary(manifest) if summary is not None and result.output_valid else ""
+    records = OperatorRecords(lake)
     if not result.output_valid:
-        lake.quarantine(release_id, result.files, manifest)
+        lake.quarantine(release_id, result.files)
         context.refund()
         records.record(release_id, context.config.dataset, context.kind, "quarantined",
-                       {**result.internal, "timings": dict(timer.timings)})
+                       {**result.internal, "manifest": manifest, "first_issue": result.first_issue,
+                        "timings": dict(timer.timings)})
         raise ReleaseQuarantined(
-            f"release {release_id} failed output validation and was quarantined: {result.first_issue or 'see manifest'}"
+            f"release {release_id} failed output validation and was quarantined (output deleted; "
+            f"`privlake show {release_id} --internal` says why): {result.first_issue or 'see the internal record'}"
         )
     with timer.stage("publish"):
         lake.publish(release_id, context.kind, result.files, result.schema, manifest)
-    internal = {**result.internal, "timings": dict(timer.timings)}
-    records.record(release_id, context.config.dataset, context.kind, "published", internal)
-    lake.discard_staging(release_id)
-    return ReleaseOutcome(release_id, "published", manifest, internal=internal)
+    context.published = True
+    internal = {**result.internal, "started_at": context.started.isoformat(), "timings": dict(timer.timings)}
+    _after_publish(context, lambda: context.ledger.published(context.config.dataset, release_id))
+    _after_publish(context, lambda: records.record(release_id, context.config.dataset, context.kind, "published",
+                                                   internal))
+    _after_publish(context, lambda: lake.discard_staging(release_id))
+    return ReleaseOutcome(release_id, "published", manifest, internal=internal, summary=line)
+
+
+def _after_publish(context: ReleaseContext, step: Callable[[], None]) -> None:
+    """Book-keeping after the commit must not fail a published release: the release is public and
+    charged whatever happens here (a reservation that stays ``reserved`` is charged just the same;
+    ``privlake recover`` completes it)."""
+    try:
+        step()
+    except Exception as error:  # noqa: BLE001 - the release is published; report, do not fail it
+        print(f"privlake: warning: release {context.release_id} is published, but book-keeping after the commit "
+              f"failed: {type(error).__name__}", file=sys.stderr)

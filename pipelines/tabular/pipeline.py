@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
-from pipelines.platform.input import file_fingerprint
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -65,7 +64,7 @@ from transforms.core.guarantee import choose_t
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.data_split import DataSplit, minimum_record_count
 from transforms.tabular.encoding import domain_sizes
-from transforms.tabular.guarantee import split_total_epsilon, tabular_guarantee
+from transforms.tabular.guarantee import release_guarantee, split_total_epsilon
 from transforms.tabular.network_structure import NetworkStructure
 from transforms.tabular.parameter_learning import (
     noisy_conditional_distributions,
@@ -89,6 +88,8 @@ from transforms.tabular.structure_learning import (
 
 TABULAR_WORKER_MODULES = ("pipelines.tabular.blocks",)
 DEFAULT_ATTEMPTS_PER_RECORD = 20
+WHOLE_RELEASE_DELTA = 1e-6
+"""δ of the whole-release statement when the configuration gives the parts with ``t`` (no ``delta``)."""
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,8 @@ class TabularPlan:
 
 
 def plan_release(context: ReleaseContext) -> TabularPlan:
-    """The schema and the model's limits checked, ω resolved, the guarantee's parts split and the
-    per-record guarantee reserved in the ledger before the records are read."""
+    """The schema and the model's limits checked, ω resolved and the guarantee's parts split, from
+    the configuration alone."""
     config = context.config
     schema = read_schema(config.input.schema_path)
     sizes = domain_sizes(schema)
@@ -163,10 +164,19 @@ def plan_release(context: ReleaseContext) -> TabularPlan:
     if not 0 <= omega <= len(sizes):
         raise PrivlakeError(f"synthesis.omega: must be between 0 and the number of attributes ({len(sizes)})")
     parts = privacy_parts(config)
-    preview = tabular_guarantee(parts.epsilon_structure, parts.epsilon_parameters, parts.epsilon0,
-                                config.privacy.gamma, config.privacy.k, parts.t)
-    context.reserve(preview["epsilon"], preview["delta"], config.privacy.budget)
     return TabularPlan(schema, parts, omega)
+
+
+def guarantee_for(config: TabularConfig, plan: TabularPlan, parameters: TabularReleaseParameters,
+                  seeds: int) -> dict[str, Any]:
+    """The release's guarantee (``transforms/tabular/guarantee.py`` ``release_guarantee``): public
+    parameters only — the configuration and the public number of seeds ``|DS|``."""
+    parts = plan.parts
+    return release_guarantee(
+        parts.epsilon_structure, parts.epsilon_parameters, parts.epsilon0, config.privacy.gamma, config.privacy.k,
+        parts.t, omega_all=plan.omega == len(domain_sizes(plan.schema)), max_attempts=parameters.max_attempts,
+        seeds=seeds, delta=config.privacy.delta or WHOLE_RELEASE_DELTA,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,20 +186,20 @@ class PreparedRecords:
     frame: pd.DataFrame
     split: DataSplit
     parameters: TabularReleaseParameters
-    fingerprint: str
     clipped: dict[str, int]
     minimum_records: int
+    guarantee: dict[str, Any]
 
 
 def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecords:
     """Read and encode the records, split them (keyed) into seeds, structure and parameter data,
-    and stage the coded records for the engine."""
+    reserve the guarantee (it needs the public ``|DS|``) before anything private is computed, and
+    stage the coded records for the engine."""
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
     schema, parts, omega = plan.schema, plan.parts, plan.omega
     settings = config.input
     with timer.stage("read input"):
         records = read_tabular_records(settings, schema)
-        fingerprint = file_fingerprint(settings.path, settings.schema_path)
     codes = records.encoded.codes
     record_count = codes.shape[0]
     split_fractions = config.split
@@ -217,6 +227,8 @@ def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecor
     )
     with timer.stage("split and stage"):
         split = release_split(record_count, parameters, secret, release_id)
+        guarantee = guarantee_for(config, plan, parameters, int(split.seeds.size))
+        context.reserve(guarantee)
         part = np.full(record_count, PART_UNUSED, dtype=np.int8)
         part[split.seeds], part[split.structure], part[split.parameters] = PART_SEEDS, PART_STRUCTURE, PART_PARAMETERS
         columns = {name: codes[:, index] for index, name in enumerate(code_columns(codes.shape[1]))}
@@ -225,8 +237,8 @@ def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecor
         folder.mkdir(parents=True, exist_ok=True)
         staged = folder / "records.parquet"
         pq.write_table(table, staged, row_group_size=1 << 20)
-    return PreparedRecords(staged, codes, records.frame, split, parameters, fingerprint, records.encoded.clipped,
-                           needed)
+    return PreparedRecords(staged, codes, records.frame, split, parameters, records.encoded.clipped, needed,
+                           guarantee)
 
 
 def _count_tables(engine: Engine, records: Collection, part: int, sizes: tuple[int, ...],
@@ -380,10 +392,7 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             pq.ParquetDataset([str(f) for f in files]).read().to_pandas() if files else out_schema.empty_table().to_pandas()
         )
         output_validation = validate_tabular_output(released_frame, schema, result.passed)
-    guarantee = tabular_guarantee(
-        parts.epsilon_structure, parts.epsilon_parameters, parts.epsilon0, config.privacy.gamma, config.privacy.k,
-        parts.t, max_attempts=parameters.max_attempts, released_records=result.passed,
-    )
+    guarantee = prepared.guarantee
     evaluation = {}
     if config.evaluation.holdout is not None:
         with timer.stage("evaluate"):
@@ -396,24 +405,25 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         "epsilon": guarantee["epsilon"],
         "delta": guarantee["delta"],
         "privacy_unit": guarantee["privacy_unit"],
-        "epsilon_whole_release": guarantee["composition"]["whole_release"]["epsilon"],
-        "delta_whole_release": guarantee["composition"]["whole_release"]["delta"],
         "guarantee": guarantee,
-        "composition": guarantee["composition"],
         "rows": int(len(released_frame)),
         "target_records": int(parameters.target_records or 0),
-        "reached_target": bool(result.passed >= int(parameters.target_records or 0)),
-        "candidate_attempts": int(result.attempts),
-        "pass_rate": result.passed / result.attempts if result.attempts else None,
-        "batches": int(result.batches),
         "omega": omega,
         "split": {"seeds": int(split.seeds.size), "structure": int(split.structure.size),
                   "parameters": int(split.parameters.size)},
         "network": {**structure.to_json(), "attribute_names": list(schema.names)},
-        "clipped_values": prepared.clipped,
         "engine": engine.name,
-        "input_fingerprint": prepared.fingerprint,
+        "validation": {"output": output_validation.to_json()},
+        **context.manifest_provenance(),
+    }
+    internal = {
+        "note": "computed from the raw records: operator figures outside the release's guarantee",
         "input_rows": int(prepared.codes.shape[0]),
+        "reached_target": bool(result.passed >= int(parameters.target_records or 0)),
+        "candidate_attempts": int(result.attempts),
+        "pass_rate": result.passed / result.attempts if result.attempts else None,
+        "batches": int(result.batches),
+        "clipped_values": prepared.clipped,
         "validation": {
             "input": {
                 "success": True,
@@ -425,18 +435,16 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
                 ],
                 "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
             },
-            "output": output_validation.to_json(),
         },
         "evaluation": evaluation,
-        **context.manifest_provenance(),
     }
-    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line())
+    return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line(),
+                         internal)
 
 
 def summary_line(manifest: dict[str, Any]) -> str:
     return (
-        f"published {manifest['rows']} synthetic records (pass rate {manifest['pass_rate']:.3g}, "
-        f"{manifest['candidate_attempts']} candidates) on {manifest['engine']}; "
+        f"published {manifest['rows']} synthetic records (omega {manifest['omega']}) on {manifest['engine']}; "
         f"epsilon={manifest['epsilon']:.4g}, delta={manifest['delta']:.3g} per {manifest['privacy_unit']}"
     )
 
@@ -449,7 +457,7 @@ KIND = ReleaseKind(
     prepare=prepare_records,
     run_on_engine=run_on_engine,
     summary=summary_line,
-    show_keys=("epsilon_whole_release", "delta_whole_release", "pass_rate", "candidate_attempts", "omega"),
+    show_keys=("omega", "target_records"),
 )
 
 

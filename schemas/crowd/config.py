@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import Budget, EngineSettings, StrictModel
+from schemas.base import EngineSettings, StrictModel, refuse_budget_key
 
 
 class ColumnMapping(StrictModel):
@@ -66,7 +66,8 @@ class CrowdPrivacy(StrictModel):
     max_objects_per_source: int | None = Field(
         None, ge=1, le=1_000_000, description="contribution bound L: objects kept per source (source-level unit)"
     )
-    budget: Budget | None = None
+
+    _no_budget = model_validator(mode="before")(refuse_budget_key)
 
     @model_validator(mode="after")
     def _consistent(self) -> CrowdPrivacy:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import Budget, EngineSettings, StrictModel, TableReading
+from schemas.base import EngineSettings, StrictModel, TableReading, refuse_budget_key
 from schemas.uniqueness import require_unique
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -182,7 +182,8 @@ class FilterPrivacy(StrictModel):
         description="Renyi orders alpha > 1 reported in the manifest (at most 256)",
     )
     conversion: Literal["balle2020", "mironov2017"] = "balle2020"
-    budget: Budget | None = None
+
+    _no_budget = model_validator(mode="before")(refuse_budget_key)
 
     @field_validator("orders")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas.base import Budget, EngineSettings, StrictModel, TableReading
+from schemas.base import EngineSettings, StrictModel, TableReading, refuse_budget_key
 
 # Upper bounds of the size parameters (issue 14: an absurd size fails on load, naming its key,
 # instead of late with MemoryError).
@@ -58,7 +58,8 @@ class TabularPrivacy(StrictModel):
     epsilon_parameters: float | None = Field(None, gt=0)
     epsilon0: float | None = Field(None, gt=0)
     t: int | None = Field(None, ge=1)
-    budget: Budget | None = None
+
+    _no_budget = model_validator(mode="before")(refuse_budget_key)
 
     @model_validator(mode="after")
     def _total_or_parts(self) -> TabularPrivacy:

@@ -1,4 +1,6 @@
-"""Fixtures for end-to-end tests: small claim files and config writers."""
+"""Fixtures for end-to-end tests: small claim files and config writers. ``write_config`` also
+prepares the config's lake as an operator would (a test lake with a budget for the dataset:
+``tests/lake_setup.py``); pass ``prepare=False`` for a lake left as it is."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+
+from tests.lake_setup import prepare_for
 
 TEST_SECRET_HEX = "5eed" * 16
 
@@ -38,7 +42,7 @@ def claims_csv(tmp_path: Path) -> Path:
     return path
 
 
-def write_config(directory: Path, input_path: Path, lake: Path, **overrides: object) -> Path:
+def write_config(directory: Path, input_path: Path, lake: Path, prepare: bool = True, **overrides: object) -> Path:
     """A valid crowd config; ``overrides`` replaces top-level sections or dotted keys."""
     config: dict = {
         "kind": "crowd",
@@ -65,4 +69,6 @@ def write_config(directory: Path, input_path: Path, lake: Path, **overrides: obj
             section[parts[-1]] = value
     path = directory / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    if prepare:
+        prepare_for(config)
     return path

@@ -16,6 +16,7 @@ from pipelines.crowd.pipeline import run_crowd_release
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake
 from schemas.crowd.config import CrowdConfig
+from tests.lake_setup import prepare_for
 from transforms.crowd.sample_data import generate_sample_crowd_data
 
 CONFORMANCE_SECRET_HEX = "c0ffee" * 10 + "c0ffee00"[:4]
@@ -51,6 +52,7 @@ def conformance_config(input_path: Path, lake: Path, **privacy: Any) -> dict[str
 def release_on_engine(engine: Any, config: dict[str, Any], release_id: str) -> dict[str, Any]:
     """Run the release on ``engine`` and return its exported rows and the manifest's key figures."""
     os.environ["PRIVLAKE_TEST_SECRET"] = CONFORMANCE_SECRET_HEX
+    prepare_for(config)
     outcome = run_crowd_release(CrowdConfig.model_validate(config), engine=engine, release_id=release_id)
     rows = Lake(config["lake"]).read_release(release_id).to_pandas()
     rows = rows.sort_values(["object_id", "claim_index"], ignore_index=True)

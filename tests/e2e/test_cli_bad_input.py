@@ -210,17 +210,18 @@ def test_invalid_parameters_name_the_key(tmp_path, capsys, claims_csv, key, valu
 
 
 def test_budget_exceeded_is_refused_before_reading_the_claims(tmp_path, capsys, claims_csv):
+    from tests.lake_setup import prepare_lake
+
     lake = tmp_path / "lake"
     # one release of this config costs epsilon 61.0 (its whole-release guarantee): the budget allows one
-    config = write_config(tmp_path, claims_csv, lake, privacy__budget={"epsilon": 100.0, "delta": 0.5})
+    prepare_lake(lake, "small", epsilon=100.0, delta=0.5)
+    config = write_config(tmp_path, claims_csv, lake)
     code, out, err = run_cli(capsys, "run", str(config))
     assert code == 0, err
     first = out.strip().splitlines()[-1]
     # The second release would exceed the total; point the input at a missing file to prove the
     # refusal comes before the claims are read.
-    config = write_config(
-        tmp_path, tmp_path / "missing.csv", lake, privacy__budget={"epsilon": 100.0, "delta": 0.5}
-    )
+    config = write_config(tmp_path, tmp_path / "missing.csv", lake)
     code, _, err = run_cli(capsys, "run", str(config))
     assert code == 4, "a refusal by budget exits 4"
     assert_one_line_failure(code, err, "budget")
@@ -246,3 +247,16 @@ def test_unknown_release(tmp_path, capsys, claims_csv):
     assert run_cli(capsys, "run", str(config))[0] == 0
     code, _, err = run_cli(capsys, "show", "no-such-release", "--lake", str(lake))
     assert_one_line_failure(code, err, "no-such-release")
+
+
+def test_arguments_an_empty_id_and_a_file_as_lake_are_one_line_exit_2(tmp_path, capsys, claims_csv):
+    """argparse's usage block, ``--release-id ''`` taken as "no id", and ``releases --lake FILE``
+    failing as a bug were three ways out of the one-line contract."""
+    lake = tmp_path / "lake"
+    config = write_config(tmp_path, claims_csv, lake)
+    for argv in (("run", str(config), "--engine", "nope"), ("run", str(config), "--release-id", ""),
+                 ("releases", "--lake", str(claims_csv)), ("ledger", "--lake", str(claims_csv))):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2, (argv, err)
+        assert len(err.strip().splitlines()) == 1 and err.startswith("privlake: "), err
+    assert_nothing_published(capsys, lake)

@@ -12,7 +12,7 @@ from tests.e2e.conftest import small_claims, write_config
 from tests.e2e.test_cli_bad_input import assert_one_line_failure, run_cli
 
 
-def _configs(tmp_path: Path, names: list[str], **overrides: object) -> tuple[list[Path], Path]:
+def _configs(tmp_path: Path, names: list[str], prepare: bool = True, **overrides: object) -> tuple[list[Path], Path]:
     lake = tmp_path / "lake"
     paths = []
     for index, name in enumerate(names):
@@ -20,7 +20,7 @@ def _configs(tmp_path: Path, names: list[str], **overrides: object) -> tuple[lis
         folder.mkdir()
         data = folder / "claims.csv"
         small_claims(seed=10 + index).to_csv(data, index=False)
-        paths.append(write_config(folder, data, lake, dataset=name, **overrides))
+        paths.append(write_config(folder, data, lake, prepare=prepare, dataset=name, **overrides))
     return paths, lake
 
 
@@ -61,10 +61,10 @@ def test_one_release_id_for_several_configs_is_refused(tmp_path: Path, capsys: p
 def test_configs_asking_for_different_engines_are_refused_before_any_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (local_config,), lake = _configs(tmp_path, ["local"])
+    (local_config,), lake = _configs(tmp_path, ["local"], prepare=False)
     data = tmp_path / "beam.csv"
     small_claims(seed=5).to_csv(data, index=False)
-    beam_config = write_config(tmp_path, data, lake, dataset="beam", engine={"name": "beam"})
+    beam_config = write_config(tmp_path, data, lake, prepare=False, dataset="beam", engine={"name": "beam"})
     code, out, err = run_cli(capsys, "run", str(local_config), str(beam_config))
     assert_one_line_failure(code, err, str(beam_config), "beam", "local", "one engine")
     assert out == ""

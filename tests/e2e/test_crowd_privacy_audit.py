@@ -23,6 +23,7 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.platform.audit import audit, interval_events
+from tests.lake_setup import prepare_for
 from transforms.crowd.guarantee import CrowdMechanism, crowd_guarantee
 from transforms.crowd.release import WeightSettings, synthesize_in_memory
 from transforms.crowd.synthesis import SynthesisParameters
@@ -49,10 +50,12 @@ def released_values(tmp_path: Path, name: str, frame: pd.DataFrame, monkeypatch:
     for number, secret in enumerate(SECRETS):
         lake = tmp_path / f"lake-{name}-{number}"
         config = tmp_path / f"{name}-{number}.yaml"
-        config.write_text(yaml.safe_dump({
+        document = {
             "kind": "crowd", "dataset": name, "lake": str(lake), "input": {"path": str(data)},
             "privacy": PRIVACY, "synthesis": SYNTHESIS, "weights": {"method": "uniform"},
-        }))
+        }
+        config.write_text(yaml.safe_dump(document))
+        prepare_for(document)
         monkeypatch.setenv("PRIVLAKE_TEST_SECRET", secret)
         assert main(["run", str(config), "--release-id", f"{name}-{number}"]) == 0, capsys.readouterr().err
         capsys.readouterr()

@@ -21,8 +21,10 @@ from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
 from pipelines.platform.ledger import PrivacyLedger
 from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore
+from pipelines.platform.policy import LakePolicy
 from schemas.filter.features import FeatureSpec
 from schemas.manifest import missing_manifest_keys
+from tests.lake_setup import prepare_for, prepare_lake
 from transforms.core.keyed_randomness import secret_from_hex
 from transforms.filter.features import decode_features, encode_features
 from transforms.filter.latent_filter import LinearLatentFilter
@@ -99,6 +101,7 @@ def filter_case(directory: Path, data: pd.DataFrame | str | None = None, two_cho
             config[name] = value
     path = directory / "filter.yaml"
     path.write_text(yaml.safe_dump(config))
+    prepare_for(config)
     return path
 
 
@@ -108,7 +111,10 @@ def exported(lake: Path, release_id: str) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> dict:
-    results = {}
+    """Per engine: (public manifest, released rows, config, encoder); under ``"internal"`` each
+    engine's operator record (the trained filters, per-choice counts, the evaluation)."""
+    results: dict = {}
+    internals: dict = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PRIVLAKE_TEST_SECRET", SECRET_HEX)
         patch.setattr(filter_pipeline, "STAGED_FILES_FROM_ROWS", 200)
@@ -118,8 +124,10 @@ def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> 
             encoder = train_encoder(config)
             engine = make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
             with engine:
-                manifest = run_filter_release(config, release_id="filter-1", engine=engine).manifest
-            results[name] = (manifest, exported(directory / "lake", "filter-1"), config, encoder)
+                outcome = run_filter_release(config, release_id="filter-1", engine=engine)
+            results[name] = (outcome.manifest, exported(directory / "lake", "filter-1"), config, encoder)
+            internals[name] = outcome.internal
+    results["internal"] = internals
     return results
 
 
@@ -134,7 +142,9 @@ def test_every_engine_publishes_the_identical_release(engine_releases: dict, eng
     pd.testing.assert_frame_equal(rows, local_rows, check_exact=True)
     for key in ("model_artifact_id", "epsilon", "delta", "epsilon_rdp", "rows"):
         assert manifest[key] == local_manifest[key]
-    assert [c["filter"] for c in manifest["choices"]] == [c["filter"] for c in local_manifest["choices"]]
+    internal, local_internal = engine_releases["internal"][engine_name], engine_releases["internal"]["local"]
+    assert [c["filter"] for c in internal["choices"]] == [c["filter"] for c in local_internal["choices"]]
+    assert all("filter" not in choice for choice in manifest["choices"]), "trained filters are operator-only"
 
 
 def test_staged_input_is_split_for_the_cores_and_in_bounded_files() -> None:
@@ -156,7 +166,7 @@ def test_release_equals_the_in_memory_privatization(engine_releases: dict) -> No
     features = encode_features(records, spec).matrix
     choices = (records["choice"] == "hide-senior").to_numpy(np.int64)
     private = np.where(choices == 0, records["group"] == "b", records["senior"] == "yes").astype(np.int64)
-    filters = [LinearLatentFilter.from_dict(choice["filter"]) for choice in manifest["choices"]]
+    filters = [LinearLatentFilter.from_dict(choice["filter"]) for choice in engine_releases["internal"]["local"]["choices"]]
     decoded = privatize_features(artifact.model, features, np.arange(len(records)), choices, private, filters,
                                  secret_from_hex(SECRET_HEX), "filter-1")
     expected = decode_features(decoded, spec)
@@ -178,7 +188,9 @@ def test_each_owner_keeps_only_the_utility_label_of_their_choice(engine_releases
     assert (rows.loc[~hide_group, "group"] == records.loc[~hide_group.to_numpy(), "group"].to_numpy()).all()
     assert missing_manifest_keys(manifest) == []
     assert manifest["rows"] == len(records) == len(rows)
-    assert [c["records"] for c in manifest["choices"]] == [int(hide_group.sum()), int((~hide_group).sum())]
+    internal = engine_releases["internal"]["local"]
+    assert [c["records"] for c in internal["choices"]] == [int(hide_group.sum()), int((~hide_group).sum())]
+    assert all("records" not in choice for choice in manifest["choices"]), "counts from raw data are operator-only"
     assert manifest["validation"]["output"]["success"] is True
 
 
@@ -188,9 +200,9 @@ def test_the_guarantee_comes_from_the_caps_and_bounds_every_trained_filter(engin
     manifest, _, config, _ = engine_releases["local"]
     for order, value in manifest["epsilon_rdp"].items():
         assert value == pytest.approx(float(order) / 2 * 1.0**2), "epsilon(alpha) = alpha/2 * cap^2 with cap 1"
-    for choice in manifest["choices"]:
+    for public, choice in zip(manifest["choices"], engine_releases["internal"]["local"]["choices"], strict=True):
         assert choice["privacy"]["sensitivity"] <= 1.0 + 1e-9
-        assert choice["distortion_on_training_records"] <= choice["budget"] * (1 + 1e-6)
+        assert choice["distortion_on_training_records"] <= public["budget"] * (1 + 1e-6)
     assert "caps" in manifest["guarantee"]["basis"]
     assert manifest["delta"] == config.privacy.delta
     assert manifest["epsilon"] > 0
@@ -200,7 +212,8 @@ def test_the_guarantee_comes_from_the_caps_and_bounds_every_trained_filter(engin
 @pytest.mark.beam  # engine_releases publishes on every engine
 def test_evaluation_compares_raw_round_trip_privatized_and_the_gaussian_baseline(engine_releases: dict) -> None:
     manifest = engine_releases["local"][0]
-    report = manifest["evaluation"]["choices"]["hide-group"]
+    assert "evaluation" not in manifest, "the evaluation reads raw labels: operator-only"
+    report = engine_releases["internal"]["local"]["evaluation"]["choices"]["hide-group"]
     for version in ("raw", "vae_round_trip", "privatized", "gaussian_baseline"):
         for model in ("adversary", "utility"):
             by_classifier = report[version]["by_classifier"]
@@ -223,11 +236,14 @@ def test_a_release_without_caps_takes_its_guarantee_from_the_trained_filter(tmp_
                               evaluation={"enabled": False})
     config = load_config(config_path)
     train_encoder(config)
-    manifest = run_filter_release(config, release_id="uncapped").manifest
-    choice = manifest["choices"][0]
+    outcome = run_filter_release(config, release_id="uncapped")
+    manifest = outcome.manifest
+    choice = outcome.internal["choices"][0]
     assert "trained filters" in manifest["guarantee"]["basis"]
     assert manifest["epsilon"] == pytest.approx(min(choice["privacy"]["epsilon"], choice["privacy"]["epsilon_exact_gaussian"]))
-    assert manifest["evaluation"] == {}
+    assert outcome.internal["evaluation"] == {} and "evaluation" not in manifest and "filter" not in manifest["choices"][0]
+    assert manifest["charged"]["steps"][0]["mechanism"] == "gaussian"
+    assert "label" in manifest["charged"]["privacy_unit"] and "not covered" in manifest["charged"]["privacy_unit"]
 
 
 def test_train_encoder_is_keyed_and_stored_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,6 +267,12 @@ def run_cli(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tu
 def test_run_without_an_encoder_says_to_train_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, error = run_cli(filter_case(tmp_path), capsys)
     assert code == 2 and "privlake train-encoder" in error and len(error.splitlines()) == 1
+
+
+def set_budget(lake: Path | str, *, epsilon: float, delta: float) -> None:
+    """An operator changes the budget of the dataset ``people``."""
+    with Lake(lake) as opened:
+        LakePolicy(opened).set_budget("people", epsilon, delta)
 
 
 @pytest.fixture
@@ -312,8 +334,10 @@ def test_config_errors_name_the_key(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_budget_is_refused_before_any_record_is_read(trained_case, capsys: pytest.CaptureFixture[str]) -> None:
-    config = trained_case(privacy={"budget": {"epsilon": 1.0, "delta": 1e-3}})
+    config = trained_case()
     parsed = load_config(config)
+    prepare_lake(parsed.lake, "people")
+    set_budget(parsed.lake, epsilon=1.0, delta=1e-3)
     Path(parsed.input.path).unlink()
     code, error = run_cli(config, capsys)
     assert code == 4 and "privacy budget of dataset 'people' exceeded" in error, error
@@ -337,12 +361,14 @@ def test_without_caps_the_budget_is_checked_after_training_and_refused_cleanly(
     trained_case, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uncapped = [{"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0, "max_sensitivity": None}]
-    config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e-3, "delta": 1e-3}})
+    config = trained_case(choices=uncapped)
+    set_budget(load_config(config).lake, epsilon=1e-3, delta=1e-3)
     code, error = run_cli(config, capsys)
     assert code == 4 and "privacy budget of dataset 'people' exceeded" in error, error
-    config = trained_case(choices=uncapped, privacy={"budget": {"epsilon": 1e9, "delta": 0.5}},
-                          evaluation={"enabled": False})
+    config = trained_case(choices=uncapped, evaluation={"enabled": False})
+    set_budget(load_config(config).lake, epsilon=1e9, delta=0.5)
     manifest = run_filter_release(load_config(config), release_id="charged").manifest
     entries = PrivacyLedger(Lake(load_config(config).lake)).entries("people")
     charged = entries[entries["release_id"] == "charged"]
-    assert list(charged["status"]) == ["reserved"] and charged["epsilon"].iloc[0] == pytest.approx(manifest["epsilon"])
+    assert list(charged["status"]) == ["reserved", "published"]
+    assert charged["epsilon"].iloc[0] == manifest["epsilon"]

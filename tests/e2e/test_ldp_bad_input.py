@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
+from tests.lake_setup import prepare_for
 
 CATALOG = {
     "krr_a": {"type": "krr", "epsilon": 1.0, "input_size": 4},
@@ -42,6 +43,7 @@ def write_case(directory: Path, reports: pd.DataFrame | str, catalog: dict | str
         config["secrets"] = secrets
     path = directory / "ldp.yaml"
     path.write_text(yaml.safe_dump(config))
+    prepare_for(config)
     return path
 
 

@@ -18,7 +18,9 @@ from pipelines.ldp.pipeline import run_ldp_release
 from pipelines.ldp.simulation import simulate_ldp_reports, simulation_catalog
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
+from pipelines.platform.release import ReleaseOutcome
 from schemas.manifest import missing_manifest_keys
+from tests.lake_setup import prepare_for
 from transforms.core.keyed_randomness import secret_from_hex
 from transforms.ldp.distribution_metrics import earth_movers_distance_line
 from transforms.ldp.estimators import (
@@ -69,6 +71,7 @@ def ldp_config(directory: Path, mechanisms: list[dict], *, method: str = "gibu",
     config.update(sections)
     path = directory / "ldp.yaml"
     path.write_text(yaml.safe_dump(config))
+    prepare_for(config)
     return path
 
 
@@ -84,28 +87,32 @@ def engine_for(name: str, spark_session):
 
 
 def simulated_release(tmp_path: Path, mechanisms: list[dict], method: str, engine_name: str, spark_session,
-                      release_id: str = "ldp-1") -> tuple[dict, pd.DataFrame, Path]:
+                      release_id: str = "ldp-1") -> tuple[ReleaseOutcome, pd.DataFrame, Path]:
     config_path = ldp_config(tmp_path, mechanisms, method=method)
     config = load_config(config_path)
     simulate_ldp_reports(config)
     with engine_for(engine_name, spark_session) as engine:
         outcome = run_ldp_release(config, release_id=release_id, engine=engine)
     estimate = Lake(config.lake).read_release(release_id).to_pandas().sort_values("value", ignore_index=True)
-    return outcome.manifest, estimate, config_path
+    return outcome, estimate, config_path
 
 
 @pytest.fixture(scope="module")
 def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> dict:
-    results = {}
+    """(public manifest, estimate, config path) per (case, engine); the operator record (with the
+    evaluation against the simulated truth) under ("internal", case, engine)."""
+    results: dict = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PRIVLAKE_TEST_SECRET", SECRET_HEX)
         for case, mechanisms, method in (("mixed-gibu", MIXED, "gibu"), ("rappor-rap_m", RAPPOR, "rap_m"),
                                          ("rappor-gibu", RAPPOR, "gibu")):
             for engine_name in ("local", "spark", "beam"):
                 directory = tmp_path_factory.mktemp(f"{case}-{engine_name}")
-                results[case, engine_name] = simulated_release(
+                outcome, estimate, config_path = simulated_release(
                     directory, mechanisms, method, engine_name, spark_session
                 )
+                results[case, engine_name] = (outcome.manifest, estimate, config_path)
+                results["internal", case, engine_name] = outcome.internal
     return results
 
 
@@ -146,7 +153,9 @@ def test_mixed_release_equals_gibu_on_the_simulated_clients_statistics(engine_re
     assert manifest["n"] == len(ages) == sum(entry["users"] for entry in manifest["mechanism_mix"])
     assert [entry["users"] for entry in manifest["mechanism_mix"]] == np.bincount(codes).tolist()
     truth = np.bincount(ages, minlength=LINE_SIZE) / len(ages)
-    assert manifest["evaluation"]["emd"] == pytest.approx(earth_movers_distance_line(reference.estimate, truth))
+    assert "evaluation" not in manifest, "the evaluation reads the simulated truth: operator-only"
+    evaluation = engine_releases["internal", "mixed-gibu", "local"]["evaluation"]
+    assert evaluation["emd"] == pytest.approx(earth_movers_distance_line(reference.estimate, truth))
 
 
 @pytest.mark.spark
@@ -161,8 +170,8 @@ def test_rappor_release_equals_rap_m_on_the_simulated_bit_sums(engine_releases: 
 
 @pytest.mark.spark
 def test_gibu_on_rappor_bit_vectors_is_at_least_as_accurate_as_rap_m(engine_releases: dict) -> None:
-    rap_m = engine_releases["rappor-rap_m", "local"][0]["evaluation"]["emd"]
-    gibu = engine_releases["rappor-gibu", "local"][0]["evaluation"]["emd"]
+    rap_m = engine_releases["internal", "rappor-rap_m", "local"]["evaluation"]["emd"]
+    gibu = engine_releases["internal", "rappor-gibu", "local"]["evaluation"]["emd"]
     assert gibu <= rap_m * 1.05
 
 
@@ -218,6 +227,7 @@ def test_gowalla_example_config_runs_and_recovers_the_check_in_distribution(tmp_
     example["simulation"]["source"]["path"] = str(GOWALLA)
     config_path = tmp_path / "gowalla.yaml"
     config_path.write_text(yaml.safe_dump(example))
+    prepare_for(example)
     assert main(["simulate-ldp", str(config_path)]) == 0
     assert main(["run", str(config_path), "--release-id", "gowalla-1"]) == 0
     manifest = Lake(tmp_path / "lake").manifest("gowalla-1")
@@ -227,7 +237,18 @@ def test_gowalla_example_config_runs_and_recovers_the_check_in_distribution(tmp_
     from transforms.ldp.distribution_metrics import earth_movers_distance_grid
 
     uniform_emd = earth_movers_distance_grid(np.full(384, 1 / 384), truth, 16, 24, 0.5)
-    assert manifest["evaluation"]["emd"] < 0.25 * uniform_emd
+    from pipelines.platform.internal import OperatorRecords
+
+    assert "evaluation" not in manifest, "the evaluation reads the raw secrets: operator-only"
+    from pipelines.platform.ledger import PrivacyLedger
+    from schemas.manifest import operator_keys_in
+
+    assert operator_keys_in(manifest) == []
+    charged = PrivacyLedger(Lake(tmp_path / "lake")).entries("gowalla_sf")
+    assert list(charged["status"]) == ["reserved", "published"] and set(charged["epsilon"]) == {0.0}
+    assert manifest["charged"]["epsilon"] == 0.0 and manifest["charged"]["steps"] == []
+    evaluation = OperatorRecords(Lake(tmp_path / "lake")).read("gowalla-1")[-1]["record"]["evaluation"]
+    assert evaluation["emd"] < 0.25 * uniform_emd
     exported = tmp_path / "estimate.parquet"
     assert main(["export", "gowalla-1", "--lake", str(tmp_path / "lake"), "--out", str(exported)]) == 0
     assert list(pd.read_parquet(exported).columns) == ["row", "col", "probability"]

@@ -27,6 +27,7 @@ import gzip
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -215,7 +216,9 @@ class Needles:
                 continue
             try:
                 status = path.stat()
-                if status.st_size > MAX_FILE_BYTES or (newer_than is not None and status.st_mtime < newer_than):
+                if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
+                    continue  # sockets and FIFOs (reading one would block), huge files
+                if newer_than is not None and status.st_mtime < newer_than:
                     continue
                 data = path.read_bytes()
             except OSError:
@@ -396,14 +399,14 @@ class ScannedRun:
 def kill_session(session: int) -> None:
     """SIGKILL every process of the child's session (the driver, its JVM, PySpark's daemon and
     workers, which put themselves in a process group of their own)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for process in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = process.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if int(fields[3]) == session:
             try:
-                os.kill(int(stat.parent.name), signal.SIGKILL)
+                os.kill(int(process.parent.name), signal.SIGKILL)
             except ProcessLookupError:
                 pass
 

@@ -17,8 +17,9 @@ from pipelines.engines import make_engine
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
 from pipelines.tabular.pipeline import privacy_parts, run_tabular_release
-from schemas.manifest import missing_manifest_keys
+from schemas.manifest import missing_manifest_keys, operator_keys_in
 from schemas.tabular.schema import load_tabular_schema
+from tests.lake_setup import prepare_for
 from transforms.core.keyed_randomness import keyed_generator, secret_from_hex
 from transforms.tabular.encoding import domain_sizes, encode_records
 from transforms.tabular.release import (
@@ -90,6 +91,7 @@ def tabular_case(directory: Path, data: pd.DataFrame | str | None = None, schema
         section[parts[-1]] = value
     path = directory / "tabular.yaml"
     path.write_text(yaml.safe_dump(config))
+    prepare_for(config, unit="record")  # omega < all has no finite whole-release bound: budgeted per record
     return path
 
 
@@ -108,7 +110,8 @@ def engine_releases(tmp_path_factory: pytest.TempPathFactory, spark_session) -> 
             config = load_config(tabular_case(directory))
             engine = make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
             with engine:
-                manifest = run_tabular_release(config, release_id="tab-1", engine=engine).manifest
+                outcome = run_tabular_release(config, release_id="tab-1", engine=engine)
+                manifest = {**outcome.manifest, **outcome.internal}
             results[name] = (manifest, exported_rows(directory / "lake", "tab-1"), config)
     return results
 
@@ -156,7 +159,9 @@ def test_attempt_cap_stops_the_release_short_and_says_so(tmp_path: Path) -> None
     config = load_config(tabular_case(tmp_path, privacy={"epsilon": 2.0, "delta": 1e-4, "k": 200, "gamma": 2.0},
                                       synthesis={"omega": 1, "records": 1500, "batch_size": 300,
                                                  "max_attempts": 1000}))
-    manifest = run_tabular_release(config, release_id="capped").manifest
+    outcome = run_tabular_release(config, release_id="capped")
+    manifest = {**outcome.manifest, **outcome.internal}
+    assert "candidate_attempts" not in outcome.manifest, "failures are operator figures"
     assert manifest["candidate_attempts"] == 1000
     assert manifest["rows"] < 1500 and manifest["reached_target"] is False
     assert len(exported_rows(tmp_path / "lake", "capped")) == manifest["rows"]
@@ -164,9 +169,31 @@ def test_attempt_cap_stops_the_release_short_and_says_so(tmp_path: Path) -> None
 
 def test_plain_model_sampling_passes_every_candidate(tmp_path: Path) -> None:
     config = load_config(tabular_case(tmp_path, synthesis={"omega": "all", "records": 700, "batch_size": 256}))
-    manifest = run_tabular_release(config, release_id="plain").manifest
+    outcome = run_tabular_release(config, release_id="plain")
+    manifest = {**outcome.manifest, **outcome.internal}
     assert manifest["omega"] == 6 and manifest["pass_rate"] == 1.0
     assert manifest["candidate_attempts"] == manifest["rows"] == 700
+
+
+def test_omega_all_costs_the_learning_and_omega_below_all_is_refused_per_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Budgeted per release, ``omega: all`` is charged ``max(eps_s, eps_p)`` (the test depends only on
+    the public |DS|), while ``omega < all`` has no finite whole-release bound and is refused (exit 4)
+    with the way out."""
+    from tests.lake_setup import prepare_lake
+
+    prepare_lake(tmp_path / "lake", "census", unit="release", epsilon=10.0, delta=1e-5)
+    config = load_config(tabular_case(tmp_path, synthesis={"omega": "all", "records": 300, "batch_size": 100}))
+    outcome = run_tabular_release(config, release_id="all")
+    parts = privacy_parts(config)
+    assert outcome.manifest["epsilon"] == max(parts.epsilon_structure, parts.epsilon_parameters)
+    assert outcome.manifest["delta"] == 0.0 and outcome.manifest["charged"]["unit"] == "release"
+    assert outcome.manifest["guarantee"]["per_record"]["epsilon"] >= outcome.manifest["epsilon"]
+    below = tabular_case(tmp_path, synthesis={"omega": 4, "records": 300, "batch_size": 100})
+    assert main(["run", str(below), "--release-id", "below"]) == 4
+    error = capsys.readouterr().err
+    assert "no finite guarantee per release" in error and "omega: all" in error
 
 
 def _one_line_error(config: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -229,16 +256,17 @@ def test_adult_example_runs_from_the_cli_with_its_evaluation(tmp_path: Path, cap
     example["evaluation"]["holdout"]["path"] = str(ADULT.parent / "adult-test.csv")
     config = tmp_path / "adult.yaml"
     config.write_text(yaml.safe_dump(example))
+    prepare_for(example)
     assert main(["run", str(config), "--release-id", "adult-1"]) == 0
     capsys.readouterr()
     assert main(["show", "adult-1", "--lake", str(tmp_path / "lake"), "--json"]) == 0
     manifest = json.loads(capsys.readouterr().out)
     assert missing_manifest_keys(manifest) == [] and manifest["kind"] == "tabular"
-    assert manifest["rows"] == 32_561 and manifest["epsilon"] <= 1.0 and manifest["delta"] <= 1e-6
-    assert set(manifest["composition"]["parallel"]) >= {"structure_learning", "parameter_learning", "privacy_test"}
-    assert manifest["epsilon_whole_release"] == manifest["composition"]["whole_release"]["epsilon"]
-    assert manifest["epsilon_whole_release"] > manifest["epsilon"]
-    evaluation = manifest["evaluation"]
+    assert manifest["rows"] == 32_561 and manifest["epsilon"] == 1.0 and manifest["delta"] == 0.0
+    assert manifest["omega"] == 15 and manifest["charged"]["epsilon"] == manifest["epsilon"]
+    assert operator_keys_in(manifest) == []
+    assert main(["show", "adult-1", "--lake", str(tmp_path / "lake"), "--internal", "--json"]) == 0
+    evaluation = json.loads(capsys.readouterr().out)["evaluation"]
     tstr = evaluation["train_on_synthetic_test_on_real"]
     # Honest bars from the method's behaviour at epsilon = 1: a model trained on the synthetic records
     # must carry real signal (AUC well above chance), below the model trained on real records.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 
@@ -174,30 +173,24 @@ def test_an_orphan_table_is_replaced(lake: Lake) -> None:
     assert lake.manifest("orphaned") == {"ok": True}
 
 
-def test_quarantine_keeps_files_and_manifest_and_publishes_nothing(lake: Lake) -> None:
+def test_quarantine_deletes_the_output_and_publishes_nothing(lake: Lake) -> None:
+    """A quarantined release is refunded, so none of its output may stay: its files, and those of an
+    earlier quarantine of the same id (left by an older version in ``quarantine/``), are deleted."""
     tables = [claims_table(0, 3, seed=10), claims_table(3, 3, seed=11)]
     files = stage(lake.staging_directory("suspect"), tables)
-    manifest = {"release_id": "suspect", "status": "quarantined", "validation": {"success": False, "issues": ["x"]}}
+    earlier = lake.quarantine_root / "suspect.superseded-20260101T000000000000Z"
+    earlier.mkdir(parents=True)
+    (earlier / "00000-part.parquet").write_bytes(b"old output")
+    other = lake.quarantine_root / "suspects"
+    other.mkdir()
 
-    folder = lake.quarantine("suspect", files, manifest)
+    lake.quarantine("suspect", files)
 
-    assert folder == lake.root / "quarantine" / "suspect"
-    assert json.loads((folder / "manifest.json").read_text()) == manifest
-    assert lake.quarantined_manifest("suspect") == manifest
-    kept = sorted(folder.glob("*.parquet"))
-    assert len(kept) == 2
-    pd.testing.assert_frame_equal(
-        sorted_frame(pa.concat_tables([pq.read_table(path) for path in kept]), ["object_id", "claim_index"]),
-        sorted_frame(pa.concat_tables(tables), ["object_id", "claim_index"]),
-    )
+    assert not any(path.exists() for path in files)
+    assert not earlier.exists() and other.exists(), "only this release id's left-overs go"
+    assert not list(lake.root.rglob("*.parquet"))
     assert not lake.is_published("suspect")
     assert lake.list_releases() == []
-    assert not any(path.exists() for path in files)
-
-    second = stage(lake.staging_directory("suspect"), [claims_table(0, 1, seed=12)])
-    lake.quarantine("suspect", second, {"attempt": 2})
-    assert lake.quarantined_manifest("suspect") == {"attempt": 2}
-    assert len(list(lake.quarantine_root.glob("suspect.superseded-*"))) == 1
 
 
 def test_list_releases_newest_first_and_visible_from_another_lake_object(lake: Lake) -> None:
@@ -281,8 +274,8 @@ def test_a_published_release_cannot_be_quarantined(lake: Lake, tmp_path: Path) -
     lake.publish("done", "crowd", [], CLAIMS_SCHEMA, {})
     files = stage(tmp_path / "late", [claims_table(0, 1, seed=30)])
     with pytest.raises(ReleaseAlreadyPublished):
-        lake.quarantine("done", files, {})
-    assert not (lake.quarantine_root / "done").exists() and all(path.exists() for path in files)
+        lake.quarantine("done", files)
+    assert all(path.exists() for path in files)
 
 
 def test_a_catalog_given_by_properties(tmp_path: Path) -> None:

@@ -58,6 +58,11 @@ MINIMUM_SOURCE_QUALITY: float = 1e-6
 sources' losses (e.g. a single source); the floor keeps every weight positive so each object's
 weights stay defined (and the combined weights can be ratio-clipped)."""
 
+MAX_OBJECTS_PER_SOURCE = 2**21
+"""A source's fixed-point loss sum is at most ``n_s · 2·2^40``: it fits in int64, with room for any
+split into block partial sums, while a source answers at most ``2^21`` objects. A release refuses
+more (a public count: which sources answered which objects is public)."""
+
 LOSS_FIXED = "loss_fixed"
 OBJECTS = "objects"
 
@@ -224,6 +229,8 @@ class PrivateSourceQuality:
             .groupby(SOURCE_ID, sort=True)[[LOSS_FIXED, OBJECTS]]
             .sum()
         )
+        if len(reduced) and int(reduced[OBJECTS].max()) > MAX_OBJECTS_PER_SOURCE:
+            raise ValueError(f"a source answered more than {MAX_OBJECTS_PER_SOURCE} objects: its loss sum could overflow")
         coarse = reduced[LOSS_FIXED].to_numpy(dtype=np.int64) >> (LOSS_FIXED_POINT_BITS - NOISY_UNIT_BITS)
         return reduced.index.to_numpy(), coarse, reduced[OBJECTS].to_numpy(dtype=np.int64)
 

@@ -56,9 +56,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dp_accounting.pld import privacy_loss_distribution as pld
-from dp_accounting.pld.common import DifferentialPrivacyParameters
-
+from transforms.core.accounting import APPROXIMATE_DP, PURE_DP, PrivacyStep, compose
 from transforms.core.guarantee import plausible_deniability_delta, plausible_deniability_epsilon
 
 CLAIM_UNIT = "one claim's value (claim counts and which sources answered which objects are public)"
@@ -157,42 +155,37 @@ def per_claim_guarantee(mechanism: CrowdMechanism, t: int) -> dict[str, float]:
     }
 
 
-def _composed(mechanism: CrowdMechanism, claim: dict[str, float]) -> pld.PrivacyLossDistribution:
-    claims = mechanism.claims_per_object * mechanism.objects_affected
-    composed = pld.from_privacy_parameters(
-        DifferentialPrivacyParameters(claim["epsilon"], claim["delta"])
-    ).self_compose(claims)
+def release_steps(mechanism: CrowdMechanism, claim: dict[str, float]) -> list[PrivacyStep]:
+    """What one release runs, for its unit: ``m`` claim slots per affected object, each the
+    per-claim ``(ε_c, δ_c)``, and the private source-quality iterations (pure DP)."""
+    steps = [PrivacyStep(APPROXIMATE_DP, claim["epsilon"], claim["delta"],
+                         mechanism.claims_per_object * mechanism.objects_affected,
+                         what="one released claim (claim slot)")]
     if mechanism.global_iterations:
-        per_iteration = mechanism.global_epsilon_per_iteration
-        composed = composed.compose(
-            pld.from_privacy_parameters(DifferentialPrivacyParameters(per_iteration, 0.0)).self_compose(
-                mechanism.global_iterations
-            )
-        )
-    return composed
+        steps.append(PrivacyStep(PURE_DP, mechanism.global_epsilon_per_iteration, 0.0, mechanism.global_iterations,
+                                 what="one iteration of the private source qualities"))
+    return steps
 
 
 def whole_release_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
     """The release's (ε, δ) at ``delta`` (module docstring): the best ``t``, by PLD composition
-    or basic composition, whichever gives the smaller ε. ``ValueError`` when no ``t`` reaches
-    ``delta``."""
+    or basic composition, whichever gives the smaller ε (``transforms/core/accounting.py``).
+    ``ValueError`` when no ``t`` reaches ``delta``."""
     if not 0 < delta < 1:
         raise ValueError("delta must be in (0, 1)")
-    claims = mechanism.claims_per_object * mechanism.objects_affected
-    global_epsilon = mechanism.global_iterations * mechanism.global_epsilon_per_iteration
     best: dict[str, Any] | None = None
     for t in range(1, mechanism.k):
         claim = per_claim_guarantee(mechanism, t)
-        if claims * claim["delta"] >= delta:
+        if mechanism.claims_per_object * mechanism.objects_affected * claim["delta"] >= delta:
+            continue  # this t cannot reach delta
+        steps = release_steps(mechanism, claim)
+        composition = compose(steps, delta)
+        if not math.isfinite(composition.epsilon):
             continue
-        basic = claims * claim["epsilon"] + global_epsilon
-        composed = _composed(mechanism, claim).get_epsilon_for_delta(delta)
-        epsilon, method = (composed, "privacy-loss distributions (dp_accounting, pessimistic)")
-        if basic <= composed:
-            epsilon, method = basic, "basic composition"
-        if best is None or epsilon < best["epsilon"]:
-            best = {"epsilon": epsilon, "delta": delta, "composition": method, "per_claim": claim,
-                    "basic_composition": {"epsilon": basic, "delta": claims * claim["delta"]}}
+        if best is None or composition.epsilon < best["epsilon"]:
+            best = {"epsilon": composition.epsilon, "delta": delta, "composition": composition.method,
+                    "per_claim": claim, "steps": [step.to_json() for step in steps],
+                    "basic_composition": {"epsilon": composition.basic_epsilon, "delta": composition.basic_delta}}
     if best is None:
         raise ValueError(
             f"no t with 1 <= t < k gives a whole-release delta below {delta}: raise k or epsilon0, "
@@ -208,14 +201,7 @@ def crowd_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
     release = whole_release_guarantee(mechanism, delta)
     claim = release["per_claim"]
     t = int(claim["t"])
-    steps = [{"mechanism": "approximate_dp", "epsilon": claim["epsilon"], "delta": claim["delta"],
-              "count": mechanism.claims_per_object * mechanism.objects_affected,
-              "what": "one released claim (claim slot)"}]
-    if mechanism.global_iterations:
-        steps.append({"mechanism": "pure_dp",
-                      "epsilon": mechanism.global_epsilon_per_iteration,
-                      "delta": 0.0, "count": mechanism.global_iterations,
-                      "what": "one iteration of the private source qualities"})
+    steps = release["steps"]
     unit = CLAIM_UNIT if mechanism.objects_per_source is None else (
         f"one source's claims (at most {mechanism.objects_per_source} objects; claim counts and which sources "
         "answered which objects are public)"
@@ -228,6 +214,9 @@ def crowd_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
         "composition": release["composition"],
         "basic_composition": release["basic_composition"],
         "per_claim": claim,
+        "per_record": {"epsilon": release["epsilon"], "delta": release["delta"], "steps": steps,
+                       "covers": "one input claim is the record: its value reaches every released claim of its "
+                                 "object, so the per-record figure is the whole-release bound"},
         "per_test_theorem_2": {
             "epsilon": plausible_deniability_epsilon(mechanism.epsilon0, mechanism.gamma, t, mechanism.weight_ratio_cap),
             "delta": plausible_deniability_delta(mechanism.epsilon0, mechanism.k, t),

@@ -164,7 +164,8 @@ def _oriented_cdf(edges: np.ndarray, seeds: np.ndarray, bandwidth: np.ndarray,
     """``(G, error bound, mirrored)``: the truncated kernel's CDF at ``edges`` in the orientation the
     sampler uses — ``G(e) = F(e)`` for seeds at or below the span's centre, ``G(e) = 1 − F(e)`` (the
     CDF of the mirrored kernel, decreasing in ``e``) above it — so that ``Φ`` is evaluated in its
-    accurate lower tail; the error bound is absolute."""
+    accurate lower tail. The error bound is absolute and also covers the float ``edges`` against the
+    exact cell edges ``(step ± ½)·p`` (a few ulps of the edge, times the density ``≤ 0.399/h``)."""
     lower = (grid.low - 0.5 * grid.precision - seeds) / bandwidth
     upper = (grid.high + 0.5 * grid.precision - seeds) / bandwidth
     point = (edges - seeds) / bandwidth
@@ -174,27 +175,38 @@ def _oriented_cdf(edges: np.ndarray, seeds: np.ndarray, bandwidth: np.ndarray,
     at = np.clip(np.where(mirrored, -point, point), low_end, high_end)
     base = ndtr(low_end)
     mass = ndtr(high_end) - base
-    return np.clip((ndtr(at) - base) / mass, 0.0, 1.0), _CDF_BRACKET / mass + 2.0**-50, mirrored
+    edge_error = (np.abs(edges) + np.abs(seeds) + grid.precision) * 2.0**-50 * 0.4 / bandwidth
+    return (np.clip((ndtr(at) - base) / mass, 0.0, 1.0), (_CDF_BRACKET + edge_error) / mass + 2.0**-50,
+            mirrored)
 
 
-def _exact_oriented_cdf(edge: float, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
+def _exact_edge(half_steps: int, grid: ValueGrid) -> mpmath.mpf:
+    """The cell edge ``(half_steps / 2)·p`` exactly (``half_steps`` odd): neighbouring cells share it,
+    so the cells tile the span without gaps or overlaps at any precision."""
+    return mpmath.mpf(grid.precision) * half_steps / 2
+
+
+def _exact_oriented_cdf(edge: mpmath.mpf, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
                         bits: int) -> mpmath.mpf:
     with mpmath.workprec(bits):
         h, x = mpmath.mpf(bandwidth), mpmath.mpf(seed)
-        low = mpmath.ncdf((mpmath.mpf(grid.low) - mpmath.mpf(grid.precision) / 2 - x) / h)
-        high = mpmath.ncdf((mpmath.mpf(grid.high) + mpmath.mpf(grid.precision) / 2 - x) / h)
-        cdf = (mpmath.ncdf((mpmath.mpf(edge) - x) / h) - low) / (high - low)
+        first = 2 * grid.first_step
+        low = mpmath.ncdf((_exact_edge(first - 1, grid) - x) / h)
+        high = mpmath.ncdf((_exact_edge(first + 2 * grid.size - 1, grid) - x) / h)
+        cdf = (mpmath.ncdf((edge - x) / h) - low) / (high - low)
         return 1 - cdf if mirrored else cdf
 
 
 def _cell_interval(position: int, seed: float, bandwidth: float, grid: ValueGrid, mirrored: bool,
                    bits: int) -> tuple[mpmath.mpf, mpmath.mpf]:
     """``[G_start, G_end)`` of a cell in the sampler's orientation, exactly to ``bits``."""
-    value = float(grid.values(position))
-    lower_edge, upper_edge = value - 0.5 * grid.precision, value + 0.5 * grid.precision
-    at_lower = mpmath.mpf(0) if position == 0 else _exact_oriented_cdf(lower_edge, seed, bandwidth, grid, mirrored, bits)
-    at_upper = mpmath.mpf(1) if position == grid.size - 1 else _exact_oriented_cdf(
-        upper_edge, seed, bandwidth, grid, mirrored, bits)
+    with mpmath.workprec(bits):
+        step = 2 * (grid.first_step + position)
+        lower_edge, upper_edge = _exact_edge(step - 1, grid), _exact_edge(step + 1, grid)
+        at_lower = mpmath.mpf(0) if position == 0 else _exact_oriented_cdf(lower_edge, seed, bandwidth, grid,
+                                                                           mirrored, bits)
+        at_upper = mpmath.mpf(1) if position == grid.size - 1 else _exact_oriented_cdf(
+            upper_edge, seed, bandwidth, grid, mirrored, bits)
     if position == 0 and mirrored:
         at_lower = mpmath.mpf(1)
     if position == grid.size - 1 and mirrored:

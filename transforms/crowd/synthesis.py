@@ -65,6 +65,19 @@ SMALLEST_SEED_WEIGHT = 2.0**-32
 """A normalized seed weight below this is refused (objects with ``n·R`` above ``2^32`` claims):
 above it, the seed choice's float64 lattice (``2^-53``, plus the cumulative sums' rounding) moves
 no weight by more than the factor ``1 + 2^-20`` the guarantee allows for (``WEIGHT_ROUNDING``)."""
+WEIGHT_RATIO_SLACK = 1.0 + 2.0**-20
+"""The ratio cap as the guarantee allows for it (``WEIGHT_ROUNDING``): float renormalization may
+exceed the cap by a few ulps."""
+
+
+def largest_object_for(ratio_cap: float) -> int:
+    """The most claims an object may have so that no seed weight can fall below
+    ``SMALLEST_SEED_WEIGHT`` of its total, whatever the values: with every ratio at most ``R``, the
+    smallest share is at least ``1/(1 + (n − 1)R)``. A function of public quantities (the claim count
+    and the cap), so refusing an object above it reveals nothing the neighbouring relation hides."""
+    return int((1.0 / SMALLEST_SEED_WEIGHT - 1.0) / (ratio_cap * WEIGHT_RATIO_SLACK)) + 1
+
+
 FALLBACK_DENOMINATOR = 1_000_000
 REASON_FEWER_THAN_K = "fewer claims than the minimum (k or min_claims_per_object)"
 _PAIRS_PER_CHUNK = 1 << 20
@@ -235,6 +248,7 @@ def _validate_inputs(block: ClaimsBlock, bandwidths: np.ndarray, seed_weights: n
     if block.number_of_objects:
         totals = np.add.reduceat(seed_weights, block.offsets[:-1])
         if np.any(seed_weights < SMALLEST_SEED_WEIGHT * totals[block.object_of_claim]):
+            # unreachable for objects within largest_object_for(R), which the release checks on counts
             raise ValueError("a seed weight is below 2^-32 of its object's total (an object of more than 2^32/R claims)")
 
 

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from numbers import Integral
 from typing import Any
 
+from transforms.core.accounting import APPROXIMATE_DP, PURE_DP, PrivacyStep, compose
 from transforms.core.guarantee import (
     composition_entry,
     plausible_deniability_delta,
@@ -154,6 +155,75 @@ def tabular_guarantee(
         "scope": SCOPE,
         "composition": composition,
         "not_covered": list(NOT_COVERED),
+    }
+
+
+WHOLE_RELEASE_SCOPE = "everything the release publishes: every released record and how many were released"
+OMEGA_ALL_NOTE = (
+    "with omega = all every candidate is drawn from the model alone, so every seed is in the candidate's "
+    "gamma-interval and the test's outcome depends only on the public |DS|: the release is post-processing of "
+    "structure and parameter learning, which run in parallel on DT and DP"
+)
+
+
+def failure_epsilon(epsilon0: float) -> float:
+    """``ln max(e^{ε0}, 2 − e^{−ε0})``: how much a neighbouring seed set can move the probability
+    that one invocation fails (⊥) through the *other* seeds' counts — ``P(Lap > z)`` against
+    ``P(Lap > z ± 1)`` for an integer ``z``; the replaced seed's own share adds at most ``1/|DS|``."""
+    return max(epsilon0, math.log(2.0 - math.exp(-epsilon0)))
+
+
+def release_guarantee(epsilon_structure: float, epsilon_parameters: float, epsilon0: float, gamma: float,
+                      k: int, t: int, *, omega_all: bool, max_attempts: int, seeds: int,
+                      delta: float) -> dict[str, Any]:
+    """The whole-release guarantee the ledger charges (issue 12), with the per-record figures under
+    ``per_record``.
+
+    * ``omega = all`` (``OMEGA_ALL_NOTE``): ``(max(ε_s, ε_p), 0)``.
+    * ``omega < all``: each of the ``T = max_attempts`` invocations is ``(max(ε_test, ε_⊥),
+      δ_test + 1/|DS|)``-DP for its whole outcome, released record *or* ⊥ (``failure_epsilon``):
+      Theorem 1 covers released records, and the failure's probability moves by at most
+      ``e^{ε_⊥}`` plus the replaced seed's ``1/|DS|``. The ``T`` invocations compose (PLD or basic,
+      ``transforms/core/accounting.py``) at ``delta``, in parallel with the learning. This is
+      honest and, for any useful ``T``, no finite guarantee at all (``epsilon`` is then ``None``):
+      use ``omega: all``, or a budget per record.
+    """
+    record = tabular_guarantee(epsilon_structure, epsilon_parameters, epsilon0, gamma, k, t, max_attempts=max_attempts)
+    learning = max(epsilon_structure, epsilon_parameters)
+    per_record = {
+        "epsilon": record["epsilon"], "delta": record["delta"],
+        "steps": [PrivacyStep(APPROXIMATE_DP, record["epsilon"], record["delta"], 1,
+                              what="one released record (parallel: learning and one test invocation)").to_json()],
+        "covers": record["scope"] + "; not a bound for the release",
+    }
+    if omega_all:
+        steps = [PrivacyStep(PURE_DP, learning, 0.0, 1, what="structure and parameter learning (parallel over DT, DP)")]
+        epsilon, release_delta, how = learning, 0.0, OMEGA_ALL_NOTE
+    else:
+        attempt_delta = record["delta"] + 1.0 / seeds
+        attempt_epsilon = max(record["epsilon_test"], failure_epsilon(epsilon0))
+        steps, epsilon, release_delta = [], None, delta
+        how = (f"{max_attempts} test invocations of ({attempt_epsilon:.6g}, {attempt_delta:.3g}) each (failures "
+               f"included; |DS| = {seeds}), composed, in parallel with learning")
+        if attempt_delta < 1.0:
+            tests = compose([PrivacyStep(APPROXIMATE_DP, attempt_epsilon, attempt_delta, max_attempts)], delta)
+            if math.isfinite(tests.epsilon):
+                epsilon = max(learning, tests.epsilon)
+                steps = [PrivacyStep(APPROXIMATE_DP, epsilon, delta, 1, what="the whole release (omega < all)")]
+    advice = None if epsilon is not None else (
+        "with omega < all the test's failures make every attempt cost 1/|DS| of delta, so the attempts compose to "
+        "no finite guarantee: use synthesis.omega: all, or have an operator budget the dataset per record"
+    )
+    return {
+        "epsilon": epsilon,
+        "delta": release_delta,
+        "advice": advice,
+        "privacy_unit": PRIVACY_UNIT,
+        "scope": WHOLE_RELEASE_SCOPE,
+        "how": how,
+        "steps": [step.to_json() for step in steps],
+        "per_record": per_record,
+        "record_guarantee": record,
     }
 
 

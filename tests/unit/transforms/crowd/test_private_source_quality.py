@@ -246,3 +246,19 @@ def test_private_iteration_runs_exactly_its_iterations_and_ignores_the_stopping_
     in_memory = estimate_global_weights(block, bandwidths, tolerance=1e9, max_iterations=1, private=subject)
     assert in_memory[1] == iterations
     np.testing.assert_array_equal(in_memory[0].quality, expected.quality)
+
+
+def test_a_source_on_too_many_objects_is_refused_before_its_sum_can_wrap() -> None:
+    """A review wrapped an int64 source sum (two partials of 2^62 − 2^40, one claim's change of
+    2^41 flipped its sign); the sums fit while a source answers at most 2^21 objects."""
+    from transforms.crowd.global_weights import LOSS_FIXED, MAX_OBJECTS_PER_SOURCE, OBJECTS
+
+    private = PrivateSourceQuality(iterations=1, epsilon_per_iteration=1.0, largest_object=2, secret=SECRET,
+                                   release_id="r")
+    worst = MAX_OBJECTS_PER_SOURCE * 2 * LOSS_FIXED_POINT_SCALE
+    fits = pd.DataFrame({"source_id": [1, 1], LOSS_FIXED: [worst // 2, worst // 2],
+                         OBJECTS: [MAX_OBJECTS_PER_SOURCE // 2, MAX_OBJECTS_PER_SOURCE // 2]})
+    assert private.exact_sums(fits)[1][0] == worst >> UNIT_SHIFT
+    too_many = fits.assign(**{OBJECTS: [MAX_OBJECTS_PER_SOURCE // 2, MAX_OBJECTS_PER_SOURCE // 2 + 1]})
+    with pytest.raises(ValueError, match="more than 2097152 objects"):
+        private.exact_sums(too_many)

@@ -196,3 +196,18 @@ def test_each_objects_seed_weights_do_not_depend_on_its_block() -> None:
             claims = claim_mask(block, mask)
             part = seed_weights(block.select_objects(mask), method, local[claims], quality[claims], 4.0, 2.0)
             np.testing.assert_array_equal(part, whole[claims])
+
+
+def test_the_largest_object_keeps_every_seed_weight_above_the_sampler_floor() -> None:
+    """Refusing by count (``largest_object_for``) replaces a refusal by values: a review made one
+    claim decide between publishing and failing with n = 10,000 claims and R = 545,462. At the
+    largest accepted n the worst weights (one at the floor of the cap, the rest at the cap) pass the
+    sampler's check; one claim more could fail it."""
+    from transforms.crowd.synthesis import SMALLEST_SEED_WEIGHT, WEIGHT_RATIO_SLACK, largest_object_for
+
+    for ratio_cap in (1.0, 4.0, 545_462.0, 1e6):
+        n = largest_object_for(ratio_cap)
+        smallest_share = 1.0 / (1.0 + (n - 1) * ratio_cap * WEIGHT_RATIO_SLACK)
+        assert smallest_share >= SMALLEST_SEED_WEIGHT
+        assert 1.0 / (1.0 + n * ratio_cap * WEIGHT_RATIO_SLACK) < SMALLEST_SEED_WEIGHT
+    assert largest_object_for(545_462.0) < 10_000

@@ -99,3 +99,35 @@ def test_infeasible_split_names_the_smallest_k_that_works(total: float, delta: f
     split_total_epsilon(total, delta, smallest, gamma)
     with pytest.raises(ValueError, match=f"smallest k that would work is {smallest}"):
         split_total_epsilon(total, delta, smallest - 1, gamma)
+
+
+def test_the_failure_epsilon_bounds_every_step_of_the_tail_of_the_test_noise() -> None:
+    """``P(fail | z) = P(Lap(1/ε0) > z)`` for the integer count excess ``z``: its ratio between
+    neighbouring ``z`` is at most ``e^{ε_⊥}`` (``failure_epsilon``), computed here from the Laplace
+    tail directly — and attained, so the bound is not loose."""
+    import math
+
+    from transforms.tabular.guarantee import failure_epsilon
+
+    for epsilon0 in (0.1, 0.5, math.log(2), 1.0, 3.0):
+        def tail(z: int, e0: float = epsilon0) -> float:
+            return 0.5 * math.exp(-e0 * z) if z >= 0 else 1.0 - 0.5 * math.exp(e0 * z)
+
+        worst = max(abs(math.log(tail(z) / tail(z + 1))) for z in range(-60, 60))
+        assert worst <= failure_epsilon(epsilon0) + 1e-12
+        assert worst >= failure_epsilon(epsilon0) - 1e-9
+
+
+def test_the_whole_release_is_the_learning_with_omega_all_and_unbounded_below_it() -> None:
+    from transforms.tabular.guarantee import release_guarantee
+
+    common = dict(epsilon_structure=0.8, epsilon_parameters=0.9, epsilon0=0.5, gamma=4.0, k=50, t=10, delta=1e-6)
+    everything = release_guarantee(**common, omega_all=True, max_attempts=20_000, seeds=3_000)
+    assert (everything["epsilon"], everything["delta"]) == (0.9, 0.0)
+    assert everything["steps"] == [{"mechanism": "pure_dp", "epsilon": 0.9, "delta": 0.0, "count": 1,
+                                    "what": "structure and parameter learning (parallel over DT, DP)"}]
+    assert everything["per_record"]["epsilon"] == max(0.8, 0.9, 0.5 + math.log1p(4.0 / 10))
+    kept = release_guarantee(**common, omega_all=False, max_attempts=20_000, seeds=3_000)
+    assert kept["epsilon"] is None and kept["steps"] == [] and "omega: all" in kept["advice"]
+    few = release_guarantee(**{**common, "delta": 0.5}, omega_all=False, max_attempts=3, seeds=1_000_000)
+    assert few["epsilon"] is not None and few["epsilon"] >= few["per_record"]["epsilon"]
