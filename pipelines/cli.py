@@ -122,7 +122,9 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
     return first_failure
 
 
-def _lake(args: argparse.Namespace):
+def _lake(args: argparse.Namespace, write: bool = False):
+    """The lake ``--lake`` names: opened read-only (nothing created, nothing written: the reading
+    commands work on a read-only lake) unless the command writes."""
     from pipelines.platform.lake import Lake
 
     root = Path(args.lake)
@@ -130,7 +132,7 @@ def _lake(args: argparse.Namespace):
         raise PrivlakeError(f"{root}: no lake here (the folder does not exist)")
     if not root.is_dir():
         raise PrivlakeError(f"{root}: not a lake folder (a file)")
-    return Lake(root)
+    return Lake(root) if write else Lake.for_reading(root)
 
 
 def _manifest(lake: Any, release_id: str) -> dict[str, Any]:
@@ -141,7 +143,14 @@ def _manifest(lake: Any, release_id: str) -> dict[str, Any]:
 
 
 def _command_releases(args: argparse.Namespace) -> int:
-    releases = _lake(args).list_releases()
+    """Every published release, newest first. A release whose stored manifest cannot be read is
+    listed as unreadable (and named on stderr) instead of failing the listing of the whole lake."""
+    published = _lake(args).published_releases()
+    for release in published:
+        if release.problem:
+            print(f"privlake: warning: release {release.release_id} ({release.table}): {release.problem}",
+                  file=sys.stderr)
+    releases = [release.manifest for release in published]
     if args.json:
         print(json.dumps(releases, indent=2, default=str))
         return 0
@@ -150,10 +159,32 @@ def _command_releases(args: argparse.Namespace) -> int:
         return 0
     print(f"{'release_id':48} {'kind':7} {'dataset':16} {'rows':>10} {'epsilon':>9} {'delta':>9}")
     for manifest in releases:
-        print(
-            f"{manifest['release_id']:48} {manifest['kind']:7} {manifest['dataset']:16} "
-            f"{manifest['rows']:>10} {manifest['epsilon']:>9.4g} {manifest['delta']:>9.3g}"
-        )
+        print(f"{_cell(manifest.get('release_id'), 48)} {_cell(manifest.get('kind'), 7)} "
+              f"{_cell(manifest.get('dataset'), 16)} {_cell(manifest.get('rows'), 10, '>')} "
+              f"{_cell(manifest.get('epsilon'), 9, '>.4g')} {_cell(manifest.get('delta'), 9, '>.3g')}")
+    return 0
+
+
+def _cell(value: Any, width: int, spec: str = "") -> str:
+    """One column of a listing: ``value`` formatted by ``spec`` when it can be, else its text (a
+    missing or malformed field never fails the listing)."""
+    try:
+        text = format(value, spec) if value is not None else "-"
+    except (TypeError, ValueError):
+        text = str(value)
+    return f"{text:{'>' if spec.startswith('>') else '<'}{width}}"
+
+
+def _command_recover(args: argparse.Namespace) -> int:
+    """Settle what crashed releases left (``pipelines/platform/recovery.py``) and say what was done."""
+    from pipelines.platform.recovery import recover
+
+    recovery = recover(_lake(args, write=True))
+    if args.json:
+        print(json.dumps(recovery.to_json(), indent=2))
+        return 0
+    for line in recovery.lines() or ["nothing to recover"]:
+        print(line)
     return 0
 
 
@@ -372,6 +403,13 @@ def build_parser() -> argparse.ArgumentParser:
     ledger.add_argument("--dataset")
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(handler=_command_ledger)
+
+    recover = commands.add_parser(
+        "recover", help="refund crashed releases' reservations, delete their staging and orphan files (also run "
+                        "at the start of every `run`)")
+    recover.add_argument("--lake", required=True)
+    recover.add_argument("--json", action="store_true")
+    recover.set_defaults(handler=_command_recover)
 
     budget = commands.add_parser("budget", help="set or read datasets' privacy budgets (lake policy)")
     budget_commands = budget.add_subparsers(dest="budget_command", required=True)

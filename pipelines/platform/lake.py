@@ -69,6 +69,7 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
+from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id
 
 RELEASES_NAMESPACE = "releases"
@@ -118,6 +119,11 @@ class PublishedRelease:
     published_at: datetime
     rows: int
     manifest: dict[str, Any]
+    location: str = ""
+    attempt: str = ""
+    problem: str | None = None
+    """Why the stored manifest could not be read (``None`` when it is fine): listing a lake
+    reports such a release instead of failing for every release."""
 
 
 def release_table_name(release_id: str) -> str:
@@ -165,6 +171,19 @@ class Lake:
         self._setup(root_path, catalog)
 
     @classmethod
+    def for_reading(cls, root: Path | str) -> Lake:
+        """The lake at ``root`` opened to read only: no folder is created and the SQLite catalog is
+        opened read-only (``mode=ro``), so reading works on a read-only lake and never writes; a
+        folder without a catalog reads as an empty lake (an in-memory catalog)."""
+        root_path = Path(root).expanduser().resolve()
+        database = root_path / "catalog.db"
+        uri = f"sqlite:///file:{database}?mode=ro&uri=true" if database.is_file() else "sqlite:///:memory:"
+        catalog = SqlCatalog(EMBEDDED_CATALOG_NAME, uri=uri, warehouse=(root_path / "warehouse").as_uri())
+        lake = cls.__new__(cls)
+        lake._setup(root_path, catalog, create_folders=False)
+        return lake
+
+    @classmethod
     def from_catalog_properties(cls, name: str, properties: Mapping[str, str], root: Path | str) -> Lake:
         """A lake over any pyiceberg catalog (``type``: rest, glue, hive, sql, ... and its
         properties, exactly as ``pyiceberg.catalog.load_catalog`` takes them). ``root`` holds
@@ -173,13 +192,14 @@ class Lake:
         lake._setup(Path(root).expanduser().resolve(), load_catalog(name, **dict(properties)))
         return lake
 
-    def _setup(self, root: Path, catalog: Catalog) -> None:
+    def _setup(self, root: Path, catalog: Catalog, create_folders: bool = True) -> None:
         self.root = root
         self.catalog = catalog
         self.staging_root = root / "staging"
         self.quarantine_root = root / "quarantine"
-        for folder in (self.root, self.staging_root, self.quarantine_root):
-            folder.mkdir(parents=True, exist_ok=True)
+        if create_folders:
+            for folder in (self.root, self.staging_root, self.quarantine_root):
+                folder.mkdir(parents=True, exist_ok=True)
 
     def close(self) -> None:
         """Release the catalog's connections (SQLite engine)."""
@@ -340,6 +360,7 @@ class Lake:
                     with source.open("rb") as reader, file_io.new_output(target_uri).create() as writer:
                         shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
                     moved.append((source, target_uri))
+            failpoint("publish:files-moved")
             yield [target for _, target in moved]
         except BaseException:
             if self._landed(release_id, attempt):
@@ -373,14 +394,18 @@ class Lake:
 
     # ---- reading --------------------------------------------------------------------------
 
-    def published_releases(self) -> list[PublishedRelease]:
-        """Every published release, newest first (ties broken by release id)."""
+    def release_tables(self) -> list[tuple[str, ...]]:
+        """The identifiers of every table in the ``releases`` namespace, published or not."""
         try:
-            identifiers = self.catalog.list_tables(RELEASES_NAMESPACE)
+            return [tuple(identifier) for identifier in self.catalog.list_tables(RELEASES_NAMESPACE)]
         except NoSuchNamespaceError:
             return []
+
+    def published_releases(self) -> list[PublishedRelease]:
+        """Every published release, newest first (ties broken by release id). A release whose
+        stored manifest cannot be read is listed with its ``problem`` named, never skipped."""
         releases = []
-        for identifier in identifiers:
+        for identifier in self.release_tables():
             try:
                 table = self.catalog.load_table(identifier)
             except NoSuchTableError:
@@ -420,13 +445,31 @@ def _published_release(table: Table, name: str) -> PublishedRelease:
     rows = 0
     if snapshot is not None and snapshot.summary is not None:
         rows = int(snapshot.summary["total-records"] or 0)
+    release_id = properties.get(RELEASE_ID_PROPERTY, name)
+    problem = None
+    try:
+        manifest = json.loads(properties[MANIFEST_PROPERTY])
+        if not isinstance(manifest, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        problem = "its stored manifest is not a JSON object"
+        manifest = {"release_id": release_id, "kind": properties.get(KIND_PROPERTY, ""), "status": "unreadable",
+                    "problem": problem}
+    try:
+        published_at = datetime.fromisoformat(properties[PUBLISHED_AT_PROPERTY])
+    except (KeyError, ValueError):
+        problem = problem or "its publication time is missing or malformed"
+        published_at = datetime.min.replace(tzinfo=UTC)
     return PublishedRelease(
-        release_id=properties[RELEASE_ID_PROPERTY],
+        release_id=release_id,
         kind=properties.get(KIND_PROPERTY, ""),
         table=name,
-        published_at=datetime.fromisoformat(properties[PUBLISHED_AT_PROPERTY]),
+        published_at=published_at,
         rows=rows,
-        manifest=json.loads(properties[MANIFEST_PROPERTY]),
+        manifest=manifest,
+        location=table.location(),
+        attempt=properties.get(ATTEMPT_PROPERTY, ""),
+        problem=problem,
     )
 
 

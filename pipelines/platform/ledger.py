@@ -335,6 +335,17 @@ class PrivacyLedger:
             f"the privacy ledger changed under this writer {MAX_COMMIT_ATTEMPTS} times in a row; try again"
         )
 
+    def latest_event(self, dataset: str, release_id: str) -> pd.Series | None:
+        """The latest event of one release (``None`` if it never reserved)."""
+        return self._read().latest_event(dataset, release_id)
+
+    def open_reservations(self) -> list[tuple[str, str]]:
+        """``(dataset, release id)`` of every release whose latest event is ``reserved``: running,
+        or left by a release that crashed (``pipelines/platform/recovery.py`` settles those)."""
+        latest = self._read().latest
+        open_ = latest[latest["status"] == RESERVED]
+        return [(str(row["dataset"]), str(row["release_id"])) for _, row in open_.iterrows()]
+
     def entries(self, dataset: str | None = None) -> pd.DataFrame:
         """Every ledger event (of one dataset, if given), oldest first."""
         rows = self._read().rows

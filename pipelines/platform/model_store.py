@@ -74,7 +74,15 @@ class ModelStore:
         return self.lake.load_or_create_table(MODELS_NAMESPACE, MODELS_TABLE, MODELS_SCHEMA)
 
     def _rows(self) -> pa.Table:
-        table = self._table().scan().to_arrow()
+        """Every stored model; an empty table when none was ever stored (reading creates nothing)."""
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            stored = self.lake.catalog.load_table((MODELS_NAMESPACE, MODELS_TABLE))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            table = MODELS_SCHEMA.empty_table()
+        else:
+            table = stored.scan().to_arrow()
         return table.append_column("size_bytes", pc.binary_length(table["artifact"]))
 
     def store(self, artifact_id: str, artifact: bytes, model_kind: str, dataset: str, feature_spec_sha256: str,

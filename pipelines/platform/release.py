@@ -38,12 +38,20 @@ import pyarrow as pa
 
 from pipelines.engines import make_engine
 from pipelines.engines.base import Engine, EngineError, EngineUnreachable
-from pipelines.platform.errors import PrivlakeError, ReleaseQuarantined, ReleaseRefused, TransientFailure
+from pipelines.platform.errors import (
+    NothingToRelease,
+    PrivlakeError,
+    ReleaseQuarantined,
+    ReleaseRefused,
+    TransientFailure,
+)
+from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
 from pipelines.platform.ledger import BudgetExceeded, Charge, PrivacyLedger
 from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
+from pipelines.platform.recovery import Lease, recover
 from schemas.base import EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
@@ -109,6 +117,7 @@ class StageTimer:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
+        failpoint(f"stage:{name}")
         if self._progress:
             self._progress(name)
         start = time.perf_counter()
@@ -212,6 +221,7 @@ class ReleaseContext:
     budget: BudgetPolicy | None = None
     charge: Charge | None = None
     spent_after: Any = None
+    lease: Lease | None = None
     _ledger: PrivacyLedger | None = field(default=None, repr=False)
     _staging: Path | None = field(default=None, repr=False)
 
@@ -240,6 +250,7 @@ class ReleaseContext:
                 "fixed test secret go only into lakes made by `privlake init-lake LAKE --test`"
             )
         self.budget = policy.admit(self.config.dataset, self.config.input.path)
+        failpoint("admitted")
 
     def check_inputs(self) -> None:
         """After the reservation, before the input is read: no input file may be one another
@@ -271,6 +282,7 @@ class ReleaseContext:
             raise ReleaseRefused(str(error)) from None
         self.charge = charge
         self.reserved = True
+        failpoint("reserved")
 
     def refund(self) -> None:
         """Give back this release's reservation, if it made one and has not published (at most
@@ -372,6 +384,22 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
     if isinstance(opened, ReleaseOutcome):
         return opened
     context = opened
+    report_recovery(recover(context.lake))
+    with Lease(context.lake, context.release_id, config.dataset, kind.name) as lease:
+        context.lease = lease
+        return _run_leased(kind, config, request, context)
+
+
+def report_recovery(recovery: Any) -> None:
+    """What the recovery at the start of a run did, one line each on stderr (nothing if nothing)."""
+    if recovery.did_anything:
+        for line in recovery.lines():
+            if not line.startswith("left alone"):
+                print(f"privlake: recover: {line}", file=sys.stderr)
+
+
+def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context: ReleaseContext) -> ReleaseOutcome:
+    """The release's stages under its lease (``run_release``)."""
     try:
         context.admit()
         plan = kind.plan(context)
@@ -422,9 +450,26 @@ def finish_release(context: ReleaseContext, result: ReleaseResult,
             f"release {release_id} failed output validation and was quarantined (output deleted; "
             f"`privlake show {release_id} --internal` says why): {result.first_issue or 'see the internal record'}"
         )
+    if manifest.get("rows") == 0:
+        lake.quarantine(release_id, result.files)
+        context.refund()
+        records.record(release_id, context.config.dataset, context.kind, "nothing to release",
+                       {**result.internal, "manifest": manifest, "timings": dict(timer.timings)})
+        raise NothingToRelease(
+            f"release {release_id}: nothing to release — no {context.kind} output row passed the privacy mechanism "
+            "(nothing published; the reservation is given back)"
+        )
     with timer.stage("publish"):
+        if context.lease is not None and not context.lease.confirm(context.ledger):
+            context.reserved = False  # given back already, by a recovery that judged this run dead
+            raise ReleaseRefused(
+                f"release {release_id}: its budget reservation was refunded by `privlake recover` while it ran "
+                "(its lease expired: the driver stalled longer than PRIVLAKE_LEASE_SECONDS); nothing was published, "
+                "run it again"
+            )
         lake.publish(release_id, context.kind, result.files, result.schema, manifest)
     context.published = True
+    failpoint("published")
     internal = {**result.internal, "started_at": context.started.isoformat(), "timings": dict(timer.timings)}
     _after_publish(context, lambda: context.ledger.published(context.config.dataset, release_id))
     _after_publish(context, lambda: records.record(release_id, context.config.dataset, context.kind, "published",

@@ -394,7 +394,7 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         output_validation = validate_tabular_output(released_frame, schema, result.passed)
     guarantee = prepared.guarantee
     evaluation = {}
-    if config.evaluation.holdout is not None:
+    if config.evaluation.holdout is not None and len(released_frame):  # nothing released: nothing to evaluate
         with timer.stage("evaluate"):
             from pipelines.tabular.report import evaluation_report
 

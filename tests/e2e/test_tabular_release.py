@@ -16,6 +16,7 @@ from pipelines.cli import main
 from pipelines.engines import make_engine
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
+from pipelines.platform.ledger import PrivacyLedger
 from pipelines.tabular.pipeline import privacy_parts, run_tabular_release
 from schemas.manifest import missing_manifest_keys, operator_keys_in
 from schemas.tabular.schema import load_tabular_schema
@@ -156,7 +157,7 @@ def test_release_equals_the_in_memory_reference(engine_releases: dict) -> None:
 
 
 def test_attempt_cap_stops_the_release_short_and_says_so(tmp_path: Path) -> None:
-    config = load_config(tabular_case(tmp_path, privacy={"epsilon": 2.0, "delta": 1e-4, "k": 200, "gamma": 2.0},
+    config = load_config(tabular_case(tmp_path, privacy={"epsilon": 2.0, "delta": 1e-4, "k": 20, "gamma": 2.0},
                                       synthesis={"omega": 1, "records": 1500, "batch_size": 300,
                                                  "max_attempts": 1000}))
     outcome = run_tabular_release(config, release_id="capped")
@@ -278,3 +279,26 @@ def test_adult_example_runs_from_the_cli_with_its_evaluation(tmp_path: Path, cap
     schema = load_tabular_schema(PROJECT / "examples" / "tabular_adult_schema.yaml")
     assert list(exported.columns) == list(schema.names)
     assert exported["age"].dtype == np.int64 and exported["sex"].dtype == object
+
+
+def test_a_release_where_no_record_passes_exits_5_and_publishes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reliability issue's row 8: zero synthetic records used to publish (exit 0), or crash in
+    the evaluation (exit 1). Now: exit 5, one line, nothing published, the reservation given back,
+    and the evaluation is not run on nothing."""
+    holdout = tmp_path / "holdout.csv"
+    census_like().head(200).to_csv(holdout, index=False)
+    # omega = 1 keeps all attributes of the seed but one, so only seeds equal to it on the other
+    # five (about 2,400 cells for about 1,000 seeds) can produce a candidate: never k = 200 of them
+    config = tabular_case(tmp_path, privacy={"epsilon": 2.0, "delta": 1e-4, "k": 200, "gamma": 1.0001},
+                          synthesis={"omega": 1, "records": 50, "batch_size": 50},
+                          evaluation={"holdout": {"path": str(holdout)}})
+    assert main(["run", str(config), "--release-id", "empty-1"]) == 5
+    error = capsys.readouterr().err.strip()
+    assert "nothing to release" in error and len(error.splitlines()) == 1
+    with Lake(tmp_path / "lake") as lake:
+        assert lake.published_releases() == []
+        latest = PrivacyLedger(lake).entries().iloc[-1]
+        assert latest["release_id"] == "empty-1" and latest["status"] == "refunded"
+        assert list(lake.staging_root.iterdir()) == []

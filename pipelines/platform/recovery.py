@@ -1,0 +1,262 @@
+"""Leases and recovery: a crashed release leaves no charge, no raw data and no orphan file behind.
+
+A release in flight holds a *lease* in its lake, ``<root>/leases/<release id>.json``: who runs it
+(host, process id), its dataset and kind, and until when it is alive (``expires_at``). A thread of
+the running release renews it every third of :data:`LEASE_SECONDS`; the lease is written before
+the release reserves any budget and removed after its ledger is settled (published or refunded).
+A driver killed with ``kill -9``, a lost Airflow worker or a host that went away stops renewing,
+and its lease expires. A process id cannot be checked from another host, so the lease, kept in the
+lake every host shares, is the one sign of life that works for every deployment.
+
+:func:`recover` (``privlake recover --lake LAKE``, and the start of every ``privlake run`` on that
+lake) then settles what such a release left:
+
+- a ledger reservation whose release is published is marked published (the commit landed, the
+  book-keeping after it did not): its charge is final;
+- a reservation whose release is not published and whose lease has expired (or is missing) is
+  refunded: nothing was released;
+- the staging folder of every release without a live lease is deleted: it holds raw input
+  (canonical claims, coded records) or unpublished output;
+- data files under the lake's release tables that no published snapshot references and that are
+  older than :data:`LEASE_SECONDS` are deleted (a kill between moving the files into the table's
+  folder and the commit leaves them there), and so are expired lease files.
+
+Afterwards the ledger's active charge is exactly the published releases plus the live
+reservations. A release that was only slow (its lease expired while it still ran) finds its
+reservation refunded when it is about to publish and stops (``ReleaseRefused``, exit 4) instead of
+publishing uncharged (:meth:`Lease.confirm`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines.platform.ids import check_release_id
+from pipelines.platform.lake import RELEASES_NAMESPACE, Lake
+from pipelines.platform.ledger import PrivacyLedger
+
+LEASE_SECONDS_VARIABLE = "PRIVLAKE_LEASE_SECONDS"
+DEFAULT_LEASE_SECONDS = 300.0
+"""How long a release stays alive without renewing its lease (renewed every third of it). Five
+minutes outlasts any pause of a healthy driver; recovery of a crashed one waits that long."""
+
+
+def lease_seconds() -> float:
+    """The lease duration: ``PRIVLAKE_LEASE_SECONDS`` if set (a positive number), else the default."""
+    text = os.environ.get(LEASE_SECONDS_VARIABLE)
+    if not text:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < 1e7):
+        raise ValueError(f"{LEASE_SECONDS_VARIABLE} must be a positive number of seconds")
+    return value
+
+
+def leases_folder(lake: Lake) -> Path:
+    return lake.root / "leases"
+
+
+def _write_atomically(path: Path, content: str) -> None:
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    temporary.write_text(content)
+    os.replace(temporary, path)
+
+
+@dataclass
+class Lease:
+    """The lease of one release in flight (module docstring); a context manager that writes it,
+    renews it in a daemon thread and removes it on exit."""
+
+    lake: Lake
+    release_id: str
+    dataset: str
+    kind: str
+    seconds: float = field(default_factory=lease_seconds)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return leases_folder(self.lake) / f"{check_release_id(self.release_id)}.json"
+
+    def renew(self) -> None:
+        now = time.time()
+        record = {"release_id": self.release_id, "dataset": self.dataset, "kind": self.kind,
+                  "host": socket.gethostname(), "pid": os.getpid(), "renewed_at": now,
+                  "expires_at": now + self.seconds}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(self.path, json.dumps(record))
+
+    def _keep_alive(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                self.renew()
+            except OSError as error:  # a full disk: the release goes on; recovery may refund it
+                print(f"privlake: warning: could not renew the lease of release {self.release_id}: "
+                      f"{type(error).__name__}", file=sys.stderr)
+
+    def __enter__(self) -> Lease:
+        self.renew()
+        self._thread = threading.Thread(target=self._keep_alive, name=f"privlake-lease-{self.release_id}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.path.unlink(missing_ok=True)
+
+    def confirm(self, ledger: PrivacyLedger) -> bool:
+        """Just before the commit: renew the lease and check the reservation is still held (a
+        recovery that judged this release dead may have refunded it). ``False`` if it was."""
+        self.renew()
+        event = ledger.latest_event(self.dataset, self.release_id)
+        return event is not None and event["status"] in ("reserved", "published")
+
+
+def read_lease(path: Path) -> dict[str, Any] | None:
+    """A lease file's record, or ``None`` if it is unreadable (a torn or foreign file)."""
+    try:
+        record = json.loads(path.read_text())
+        float(record["expires_at"])
+        return record
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def live_leases(lake: Lake, now: float | None = None) -> dict[str, dict[str, Any]]:
+    """The release ids whose lease has not expired, with their records."""
+    now = time.time() if now is None else now
+    live = {}
+    folder = leases_folder(lake)
+    if not folder.is_dir():
+        return live
+    for path in folder.glob("*.json"):
+        record = read_lease(path)
+        if record is not None and float(record["expires_at"]) > now:
+            live[path.stem] = record
+    return live
+
+
+@dataclass
+class Recovery:
+    """What :func:`recover` did (and, with ``dry_run``, would do)."""
+
+    completed: list[tuple[str, str]] = field(default_factory=list)
+    refunded: list[tuple[str, str]] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)
+    staging_removed: list[str] = field(default_factory=list)
+    orphan_files_removed: int = 0
+    leases_removed: int = 0
+
+    @property
+    def did_anything(self) -> bool:
+        return bool(self.completed or self.refunded or self.staging_removed or self.orphan_files_removed
+                    or self.leases_removed)
+
+    def lines(self) -> list[str]:
+        """One line per action, for the operator (release ids and datasets only; no data)."""
+        out = [f"completed: release {release} of dataset '{dataset}' is published; its charge is final"
+               for dataset, release in self.completed]
+        out += [f"refunded: release {release} of dataset '{dataset}' never published; its reservation is given back"
+                for dataset, release in self.refunded]
+        out += [f"removed staging of release {release}" for release in self.staging_removed]
+        if self.orphan_files_removed:
+            out.append(f"removed {self.orphan_files_removed} orphan file(s) under the release tables")
+        if self.leases_removed:
+            out.append(f"removed {self.leases_removed} expired lease(s)")
+        out += [f"left alone: release {release} is running (live lease)" for release in self.live]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"completed": [{"dataset": d, "release_id": r} for d, r in self.completed],
+                "refunded": [{"dataset": d, "release_id": r} for d, r in self.refunded],
+                "running": self.live, "staging_removed": self.staging_removed,
+                "orphan_files_removed": self.orphan_files_removed, "leases_removed": self.leases_removed}
+
+
+def recover(lake: Lake, now: float | None = None) -> Recovery:
+    """Settle what crashed releases left in ``lake`` (module docstring) and say what was done."""
+    now = time.time() if now is None else now
+    grace = lease_seconds()
+    live = live_leases(lake, now)
+    done = Recovery(live=sorted(live))
+    ledger = PrivacyLedger(lake)
+    for dataset, release_id in ledger.open_reservations():
+        if release_id in live:
+            continue
+        if lake.is_published(release_id):
+            ledger.published(dataset, release_id)
+            done.completed.append((dataset, release_id))
+        else:
+            ledger.refund(dataset, release_id)
+            done.refunded.append((dataset, release_id))
+    if lake.staging_root.is_dir():
+        for folder in sorted(lake.staging_root.iterdir()):
+            if folder.name not in live:
+                shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
+                done.staging_removed.append(folder.name)
+    done.orphan_files_removed = _remove_orphan_files(lake, now - grace)
+    folder = leases_folder(lake)
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.stem in live:
+                continue
+            record = read_lease(path) if path.suffix == ".json" else None
+            if record is None and path.stat().st_mtime > now - grace:
+                continue  # a lease being written right now (its temporary file)
+            path.unlink(missing_ok=True)
+            done.leases_removed += 1
+    return done
+
+
+def _remove_orphan_files(lake: Lake, older_than: float) -> int:
+    """Delete what no published release owns under the embedded warehouse's ``releases`` folder,
+    when older than ``older_than`` (a publish in flight is younger than a lease): a table folder
+    without a published table (a kill before the create-table commit), a ``data/<attempt>``
+    folder of a published table other than the attempt that landed, and a catalog table left
+    without a manifest (outside the publish protocol). Object-store warehouses are left to the
+    catalog's own orphan-file maintenance."""
+    releases_folder = lake.root / "warehouse" / RELEASES_NAMESPACE
+    published = {release.table.split(".", 1)[-1]: release for release in lake.published_releases()}
+    removed = 0
+    for identifier in lake.release_tables():
+        name = identifier[-1]
+        if name not in published:
+            with contextlib.suppress(Exception):
+                lake.catalog.drop_table(identifier)
+    if not releases_folder.is_dir():
+        return 0
+    for table_folder in releases_folder.iterdir():
+        if not table_folder.is_dir():
+            continue
+        release = published.get(table_folder.name)
+        if release is None:
+            candidates = [table_folder]
+        else:
+            data = table_folder / "data"
+            candidates = [child for child in data.iterdir() if child.name != release.attempt] if data.is_dir() else []
+        for candidate in candidates:
+            files = [candidate] if candidate.is_file() else [p for p in candidate.rglob("*") if p.is_file()]
+            if any(path.stat().st_mtime > older_than for path in files):
+                continue
+            removed += len(files)
+            with contextlib.suppress(OSError):
+                shutil.rmtree(candidate) if candidate.is_dir() else candidate.unlink()
+    return removed
