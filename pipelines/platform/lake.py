@@ -200,6 +200,9 @@ class Lake:
         if create_folders:
             for folder in (self.root, self.staging_root, self.quarantine_root):
                 folder.mkdir(parents=True, exist_ok=True)
+            # staging holds raw input (canonical claims, coded records) while a release runs:
+            # the lake's owner only, whatever the lake's other readers may see
+            self.staging_root.chmod(0o700)
 
     def close(self) -> None:
         """Release the catalog's connections (SQLite engine)."""

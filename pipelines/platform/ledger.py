@@ -131,6 +131,18 @@ class BudgetExceeded(Exception):
         )
 
 
+class MixedPrivacyUnits(Exception):
+    """A dataset's releases must share one neighbouring relation: a total composed over releases
+    that protect different units (one claim, one source's claims, one record) would hold only for
+    the finest of them and be read as covering the coarsest."""
+
+    def __init__(self, dataset: str, existing: set[str], requested: str) -> None:
+        super().__init__(
+            f"dataset '{dataset}' is charged for releases protecting {sorted(existing)[0]!r}; this release protects "
+            f"{requested!r}: one dataset, one privacy unit (use another dataset name with its own budget and input)"
+        )
+
+
 class UnknownReservation(KeyError):
     """No reservation exists for this dataset and release."""
 
@@ -182,6 +194,12 @@ class _LedgerState:
 
     def spent(self, dataset: str, delta: float) -> Composition:
         return compose(self.active_steps(dataset), delta)
+
+    def active_privacy_units(self, dataset: str) -> set[str]:
+        """The privacy units of the dataset's reserved and published releases (rows of lakes
+        older than the column have none)."""
+        active = self.latest[(self.latest["dataset"] == dataset) & (self.latest["status"].isin(ACTIVE))]
+        return {str(unit) for unit in active["privacy_unit"] if isinstance(unit, str) and unit}
 
 
 def _check_amount(name: str, value: float, upper: float | None = None) -> float:
@@ -273,6 +291,9 @@ class PrivacyLedger:
                     )
                 outcome.append(state.spent(dataset, budget.delta))
                 return None
+            units = state.active_privacy_units(dataset)
+            if charge.privacy_unit and units and units != {charge.privacy_unit}:
+                raise MixedPrivacyUnits(dataset, units, charge.privacy_unit)
             before = state.active_steps(dataset)
             after = compose([*before, *charge.steps], budget.delta)
             if not within_budget(after.epsilon, budget.epsilon):

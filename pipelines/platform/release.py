@@ -49,7 +49,7 @@ from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
-from pipelines.platform.ledger import BudgetExceeded, Charge, PrivacyLedger
+from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
 from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
 from pipelines.platform.recovery import Lease, recover
 from schemas.base import EngineSettings
@@ -278,7 +278,7 @@ class ReleaseContext:
                            str(guarantee.get("privacy_unit", "")))
         try:
             self.spent_after = self.ledger.reserve(self.config.dataset, self.release_id, self.kind, charge, self.budget)
-        except BudgetExceeded as error:
+        except (BudgetExceeded, MixedPrivacyUnits) as error:
             raise ReleaseRefused(str(error)) from None
         self.charge = charge
         self.reserved = True

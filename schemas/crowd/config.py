@@ -166,7 +166,9 @@ class CrowdConfig(StrictModel):
         precision = self.synthesis.precision
         for name, bound in zip(("low", "high"), self.privacy.value_range, strict=True):
             steps = bound / precision
-            if abs(steps - round(steps)) > 1e-9 * max(1.0, abs(steps)):
+            # a multiple up to the rounding of the division (8 ulps), as transforms/crowd/value_grid.py
+            # checks: a relative tolerance would admit a bound half a step off the grid
+            if abs(steps - round(steps)) > 8 * math.ulp(max(1.0, abs(steps))):
                 raise ValueError(f"privacy.value_range: {name} ({bound}) must be a multiple of synthesis.precision ({precision})")
         if (high_low := self.privacy.value_range[1] - self.privacy.value_range[0]) / precision > 2**40:
             raise ValueError(f"privacy.value_range: at most 2^40 values of synthesis.precision (got {high_low / precision:.3g})")

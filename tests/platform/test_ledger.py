@@ -251,3 +251,20 @@ def test_concurrent_threads_on_separate_lakes_never_overspend(tmp_path: Path) ->
     assert outcomes.count("accepted") == 3 and outcomes.count("refused") == 2
     assert ledgers[0].spent("claims", TOTAL_DELTA).basic_epsilon == pytest.approx(0.9, abs=1e-12)
     assert len(ledgers[0].entries()) == 4
+
+
+def test_one_dataset_is_charged_for_one_privacy_unit(ledger: PrivacyLedger) -> None:
+    """A total composed over releases of different neighbouring relations would hold only for the
+    finest one; the ledger refuses to mix them (review finding), and a refunded release does not
+    bind the dataset's unit."""
+    from pipelines.platform.ledger import MixedPrivacyUnits
+
+    claim = Charge.of(0.1, 0.0, [PrivacyStep(PURE_DP, 0.1, 0.0, 1)], privacy_unit="one claim")
+    source = Charge.of(0.1, 0.0, [PrivacyStep(PURE_DP, 0.1, 0.0, 1)], privacy_unit="one source's claims")
+    ledger.reserve("claims", "first", "crowd", claim, budget())
+    with pytest.raises(MixedPrivacyUnits, match="one dataset, one privacy unit"):
+        ledger.reserve("claims", "second", "crowd", source, budget())
+    ledger.reserve("claims", "third", "crowd", claim, budget())
+    ledger.refund("claims", "first")
+    ledger.refund("claims", "third")
+    ledger.reserve("claims", "fourth", "crowd", source, budget())

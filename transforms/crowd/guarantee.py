@@ -60,11 +60,12 @@ from transforms.core.accounting import APPROXIMATE_DP, PURE_DP, PrivacyStep, com
 from transforms.core.guarantee import plausible_deniability_delta, plausible_deniability_epsilon
 
 CLAIM_UNIT = "one claim's value (claim counts and which sources answered which objects are public)"
-WEIGHT_ROUNDING = 1 + 2.0**-20
+WEIGHT_ROUNDING = 1 + 2.0**-18
 """The seed weights' bounds (``R``, ``ρ``, ``c̄``) hold in exact arithmetic; float64 renormalization
-can exceed them by a few ulps, and the seed choice's float64 lattice moves a weight of at least
-``2^-32`` (smaller ones are refused) by a relative ``2^-20`` at most, so the guarantee uses them
-enlarged by this factor."""
+can exceed them by a few ulps (``WEIGHT_RATIO_SLACK``, ``2^-20``), and the seed choice's float64
+lattice and cumulative sums move a weight of at least ``2^-32`` (smaller ones are refused) by a
+relative ``2^-19.7`` at most in the worst case; a ratio of two weights takes that twice. The
+guarantee uses the bounds enlarged by this factor, which covers all of it."""
 NOT_COVERED = (
     "the claim counts per object and which sources answered which objects (public by the neighbouring relation)",
     "operator figures in the internal table: attempts, fallbacks, pass rates, clipped values, timings, "
@@ -132,7 +133,10 @@ def per_claim_guarantee(mechanism: CrowdMechanism, t: int) -> dict[str, float]:
     with the intermediate terms."""
     if not 1 <= t < mechanism.k:
         raise ValueError("t must satisfy 1 <= t < k")
-    q0, c_bar = mechanism.fallback_probability, mechanism.largest_weight * WEIGHT_ROUNDING
+    # the sampler's coin passes below round(q0·10⁶) of 10⁶ (transforms/crowd/synthesis.py): never
+    # analyse a larger q0 than it draws
+    q0 = min(mechanism.fallback_probability, round(mechanism.fallback_probability * 1_000_000) / 1_000_000)
+    c_bar = mechanism.largest_weight * WEIGHT_ROUNDING
     rho, ratio_cap = mechanism.local_influence * WEIGHT_ROUNDING, mechanism.weight_ratio_cap * WEIGHT_ROUNDING
     epsilon_attempt = mechanism.epsilon0 + math.log(rho) + math.log1p(mechanism.gamma * ratio_cap / t)
     delta_attempt = (1 - q0) * c_bar * 0.5 * math.exp(-mechanism.epsilon0 * (mechanism.k - t))

@@ -64,7 +64,8 @@ KERNEL_PURPOSE = "crowd/synthesis-kernel"
 SMALLEST_SEED_WEIGHT = 2.0**-32
 """A normalized seed weight below this is refused (objects with ``n·R`` above ``2^32`` claims):
 above it, the seed choice's float64 lattice (``2^-53``, plus the cumulative sums' rounding) moves
-no weight by more than the factor ``1 + 2^-20`` the guarantee allows for (``WEIGHT_ROUNDING``)."""
+no weight by more than a relative ``2^-19.7`` (worst case), which the guarantee's factor
+``1 + 2^-18`` covers together with ``WEIGHT_RATIO_SLACK`` (``WEIGHT_ROUNDING``)."""
 WEIGHT_RATIO_SLACK = 1.0 + 2.0**-20
 """The ratio cap as the guarantee allows for it (``WEIGHT_ROUNDING``): float renormalization may
 exceed the cap by a few ulps."""

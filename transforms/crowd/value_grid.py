@@ -16,12 +16,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_GRID_TOLERANCE = 1e-9
+GRID_ULPS = 8
+"""How far ``bound / precision`` may be from an integer, in units in the last place of that
+quotient: the rounding of one division and of the decimal inputs, nothing more. A relative
+tolerance would let a bound sit half a step off the grid when ``|bound / precision|`` is large,
+and then the sampler's cells would no longer be the ones the guarantee's model uses."""
+
+
+def off_grid(bound: float, precision: float) -> bool:
+    """Whether ``bound`` is not a multiple of ``precision`` (up to :data:`GRID_ULPS` ulps)."""
+    steps = bound / precision
+    return abs(steps - round(steps)) > GRID_ULPS * math.ulp(max(1.0, abs(steps)))
 
 
 @dataclass(frozen=True)
 class ValueGrid:
-    """``low`` and ``high`` are multiples of ``precision`` (checked to a relative ``1e-9``)."""
+    """``low`` and ``high`` are multiples of ``precision`` (to :data:`GRID_ULPS` ulps: :func:`off_grid`)."""
 
     low: float
     high: float
@@ -36,8 +46,7 @@ class ValueGrid:
         if not self.high > self.low:
             raise ValueError("the value range must have high > low")
         for name in ("low", "high"):
-            steps = getattr(self, name) / self.precision
-            if abs(steps - round(steps)) > _GRID_TOLERANCE * max(1.0, abs(steps)):
+            if off_grid(getattr(self, name), self.precision):
                 raise ValueError(f"the value range's {name} must be a multiple of the precision")
 
     @property

@@ -99,3 +99,13 @@ def test_the_manifest_names_the_scope_and_keeps_per_test_numbers_apart() -> None
 def test_invalid_mechanisms_are_refused(overrides: dict) -> None:
     with pytest.raises(ValueError):
         mechanism(**overrides)
+
+
+def test_the_guarantee_analyses_the_fallback_probability_the_sampler_draws() -> None:
+    """The fallback coin passes below round(q0·10⁶) of 10⁶; a configured q0 that rounds down must
+    not be analysed at its larger configured value (the terms carry 1/q0)."""
+    drawn = per_claim_guarantee(mechanism(fallback_probability=1e-6, k=40, smallest_object=40), t=20)
+    configured = per_claim_guarantee(mechanism(fallback_probability=1.0000009e-6, k=40, smallest_object=40), t=20)
+    assert configured == drawn
+    above = per_claim_guarantee(mechanism(fallback_probability=1.0000004e-6, k=40, smallest_object=40), t=20)
+    assert above == drawn  # rounds to the same 1 part in 10⁶, and min() keeps the smaller

@@ -15,7 +15,8 @@ from transforms.crowd.value_grid import ValueGrid
 @pytest.mark.parametrize(
     ("low", "high", "precision", "size"),
     [(-2.5, 2.5, 0.5, 11), (0.0, 100.0, 1.0, 101), (0.1, 1.0, 0.1, 10), (-3.0, 0.3, 0.1, 34),
-     (1000.0, 1001.0, 0.001, 1001), (-1e6, 1e6, 0.01, 200_000_001), (0.0, 0.5, 0.5, 2)],
+     (1000.0, 1001.0, 0.001, 1001), (-1e6, 1e6, 0.01, 200_000_001), (0.0, 0.5, 0.5, 2),
+     (0.3, 0.7, 0.1, 5), (1e9, 1e9 + 0.01, 0.001, 11), (0.0, 2e7, 1.0, 20_000_001)],
 )
 def test_ranges_of_whole_steps_are_accepted_and_counted(low: float, high: float, precision: float, size: int) -> None:
     grid = ValueGrid(low, high, precision)
@@ -25,7 +26,10 @@ def test_ranges_of_whole_steps_are_accepted_and_counted(low: float, high: float,
 
 @pytest.mark.parametrize(
     ("low", "high", "precision"),
-    [(0.05, 1.0, 0.1), (0.0, 1.05, 0.1), (0.0, 10.0, 3.0), (-0.25, 1.0, 0.5), (0.0, 1.0, 0.3)],
+    [(0.05, 1.0, 0.1), (0.0, 1.05, 0.1), (0.0, 10.0, 3.0), (-0.25, 1.0, 0.5), (0.0, 1.0, 0.3),
+     # large |end / p|: a relative tolerance of 1e-9 accepted these, half a step and 0.0009 steps off
+     # the grid, and the sampler's cells then differed from the model's by up to 2x (review finding)
+     (1e9 + 0.0005, 1e9 + 0.01, 0.001), (1000000.0009, 1000010.0, 1.0), (0.0, 2e7 + 0.003, 1.0)],
 )
 def test_an_end_that_is_not_a_multiple_of_the_precision_is_refused(low: float, high: float, precision: float) -> None:
     with pytest.raises(ValueError, match="multiple of the precision"):
