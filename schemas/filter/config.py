@@ -112,7 +112,7 @@ class FilterChoice(StrictModel):
     utility: str = Field(min_length=1)
     budget: float = Field(gt=0, description="distortion budget b (nats)")
     utility_weight: float = Field(1.0, ge=0, description="beta")
-    max_sensitivity: float | None = Field(1.0, gt=0, description="cap on the label sensitivity s")
+    max_sensitivity: float | None = Field(1.0, gt=0, le=100.0, description="cap on the label sensitivity s (at most 100: a Gaussian step of sensitivity/sigma 100 already states epsilon in the thousands; larger caps overflow the accountant)")
 
     @model_validator(mode="after")
     def _two_labels(self) -> FilterChoice:

@@ -736,6 +736,13 @@ FILTER_CASES = [
                      labels={"group": {"column": "group", "categories": ["a", "b"]},
                              "senior": {"column": "capital", "above": 1000}}),
          says=("row 1", "'capital'", "not a finite number"), raw=("rich-secret",)),
+    # the reliability issue's row 1: these published a release with "epsilon": null (exit 1)
+    Case("infinite sensitivity cap", "filter", filter_case(choices=[
+        {"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0,
+         "max_sensitivity": float("inf")}]), says=("max_sensitivity",)),
+    Case("huge sensitivity cap", "filter", filter_case(choices=[
+        {"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0, "max_sensitivity": 1e300}]),
+         says=("max_sensitivity",)),
 ]
 
 CASES = [*CROWD_CASES, *TABULAR_CASES, *LDP_CASES, *FILTER_CASES]

@@ -27,6 +27,10 @@ from pipelines.platform.recovery import LEASE_SECONDS_VARIABLE, Lease, leases_fo
 from tests.e2e.conftest import write_config
 
 LEASE = 0.5
+TABULAR_POINTS = [
+    "stage:read input", "stage:split and stage", "stage:structure learning", "stage:parameter learning",
+    "stage:seed index", "stage:synthesize", "stage:write staging", "stage:validate output",
+]
 CROWD_POINTS = [
     "admitted", "reserved", "stage:read input", "stage:validate input", "stage:stage input", "stage:prepare objects",
     "stage:global weights", "stage:synthesize", "stage:write staging", "stage:validate output", "stage:publish",
@@ -174,3 +178,27 @@ def test_orphan_files_of_another_attempt_are_removed_only_when_older_than_the_le
         assert recover(lake).orphan_files_removed == 1
         assert not stray.exists() and published_file.exists()
         assert lake.read_release("kept-1").num_rows == lake.manifest("kept-1")["rows"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", TABULAR_POINTS)
+def test_a_tabular_release_killed_at_any_of_its_stages_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """The tabular kind's own stages (the platform's points are covered above)."""
+    from tests.e2e.test_tabular_release import tabular_case
+
+    monkeypatch.setenv("PRIVLAKE_TEST_SECRET", "7ab1" * 16)
+    config = tabular_case(tmp_path, synthesis={"omega": 4, "records": 200, "batch_size": 100})
+    lake = tmp_path / "lake"
+    crashed = killed_run(config, "crash-t", point)
+    assert crashed.returncode == -signal.SIGKILL, (point, crashed.returncode, crashed.stderr[-500:])
+    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
+    time.sleep(LEASE * 1.5)
+    # tabular reserves once the split is known (after "split and stage"): nothing to refund before
+    reserved_yet = TABULAR_POINTS.index(point) > TABULAR_POINTS.index("stage:split and stage")
+    with Lake(lake) as opened:
+        assert recover(opened).refunded == ([("census", "crash-t")] if reserved_yet else [])
+    assert_settled(lake)
+    assert main(["run", str(config), "--release-id", "crash-t"]) == 0
+    assert_settled(lake)

@@ -81,7 +81,7 @@ def renyi_epsilon_of_sensitivity(sensitivity: float, orders: Iterable[float] = D
     for order in orders:
         if not order > 1:
             raise ValueError(f"Rényi orders must exceed 1 (got {order})")
-        result[float(order)] = math.inf if math.isinf(sensitivity) else 0.5 * order * sensitivity**2
+        result[float(order)] = 0.5 * order * sensitivity * sensitivity  # float products overflow to ∞, ``**`` raises
     return result
 
 
@@ -167,7 +167,10 @@ def sensitivity_privacy_summary(
     ``(ε, δ)`` and its order, and the exact Gaussian ``ε``."""
     renyi = renyi_epsilon_of_sensitivity(sensitivity, orders)
     epsilon, order = renyi_to_approximate_dp(renyi, delta, conversion)
-    exact = gaussian_exact_epsilon(sensitivity, delta)
+    try:
+        exact = gaussian_exact_epsilon(sensitivity, delta)
+    except OverflowError:  # a sensitivity so large that no finite ε is worth stating
+        exact = math.inf
 
     def finite(value: float) -> float | None:
         return None if math.isinf(value) else value

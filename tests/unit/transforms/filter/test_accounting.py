@@ -21,6 +21,7 @@ from transforms.filter.accounting import (
     gaussian_delta,
     gaussian_exact_epsilon,
     renyi_to_approximate_dp,
+    sensitivity_privacy_summary,
 )
 from transforms.filter.latent_filter import LinearLatentFilter, filter_distortion, label_pair_mahalanobis
 
@@ -153,3 +154,12 @@ def test_gaussian_baseline_spends_exactly_the_budget_and_never_uses_the_label() 
         baseline = gaussian_baseline_filter(6, 2, sigma)
         assert filter_distortion(baseline, log_variance, labels) == pytest.approx(budget, rel=1e-8)
         assert filter_sensitivity(baseline) == 0.0
+
+
+@pytest.mark.parametrize("sensitivity", [1e10, 1e160, 1e300, float("inf")])
+def test_a_huge_sensitivity_states_no_finite_epsilon_instead_of_overflowing(sensitivity: float) -> None:
+    """A trained filter (or a cap) with an enormous sensitivity raised OverflowError (exit 1, the
+    reliability issue's row 1); it must give an infinite (unstated) ε, which the release refuses."""
+    summary = sensitivity_privacy_summary(sensitivity, 1e-5)
+    assert summary["epsilon_exact_gaussian"] is None
+    assert summary["epsilon"] is None or summary["epsilon"] > 1e15
