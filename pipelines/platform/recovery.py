@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.platform.ids import check_release_id
-from pipelines.platform.lake import RELEASES_NAMESPACE, Lake
+from pipelines.platform.lake import ATTEMPT_PROPERTY, MANIFEST_PROPERTY, RELEASES_NAMESPACE, Lake
 from pipelines.platform.ledger import PrivacyLedger
 
 LEASE_SECONDS_VARIABLE = "PRIVLAKE_LEASE_SECONDS"
@@ -231,27 +231,36 @@ def _remove_orphan_files(lake: Lake, older_than: float) -> int:
     when older than ``older_than`` (a publish in flight is younger than a lease): a table folder
     without a published table (a kill before the create-table commit), a ``data/<attempt>``
     folder of a published table other than the attempt that landed, and a catalog table left
-    without a manifest (outside the publish protocol). Object-store warehouses are left to the
-    catalog's own orphan-file maintenance."""
+    without a manifest (outside the publish protocol). Cheap on a lake of many releases: one
+    catalog listing, and a table is loaded only when its ``data`` folder holds more than one
+    attempt. Object-store warehouses are left to the catalog's own orphan-file maintenance."""
     releases_folder = lake.root / "warehouse" / RELEASES_NAMESPACE
-    published = {release.table.split(".", 1)[-1]: release for release in lake.published_releases()}
-    removed = 0
-    for identifier in lake.release_tables():
-        name = identifier[-1]
+    tables = {identifier[-1]: identifier for identifier in lake.release_tables()}
+    published: dict[str, str] = {}  # table name -> the attempt that landed, for tables we load
+
+    def landed_attempt(name: str) -> str | None:
         if name not in published:
-            with contextlib.suppress(Exception):
-                lake.catalog.drop_table(identifier)
+            table = lake.catalog.load_table(tables[name])
+            if MANIFEST_PROPERTY not in table.properties:
+                with contextlib.suppress(Exception):
+                    lake.catalog.drop_table(tables[name])
+                published[name] = ""
+            else:
+                published[name] = table.properties.get(ATTEMPT_PROPERTY, "")
+        return published[name] or None
+
     if not releases_folder.is_dir():
         return 0
+    removed = 0
     for table_folder in releases_folder.iterdir():
         if not table_folder.is_dir():
             continue
-        release = published.get(table_folder.name)
-        if release is None:
-            candidates = [table_folder]
-        else:
-            data = table_folder / "data"
-            candidates = [child for child in data.iterdir() if child.name != release.attempt] if data.is_dir() else []
+        data = table_folder / "data"
+        children = sorted(data.iterdir()) if data.is_dir() else []
+        if table_folder.name in tables and len(children) <= 1 and (children or not data.exists()):
+            continue  # a published table with its one attempt (the common case: nothing loaded)
+        attempt = landed_attempt(table_folder.name) if table_folder.name in tables else None
+        candidates = [table_folder] if attempt is None else [child for child in children if child.name != attempt]
         for candidate in candidates:
             files = [candidate] if candidate.is_file() else [p for p in candidate.rglob("*") if p.is_file()]
             if any(path.stat().st_mtime > older_than for path in files):
