@@ -66,13 +66,45 @@ def _command_run(args: argparse.Namespace) -> int:
 
         check_release_id(args.release_id)  # '' is an empty id, not "generate one"
 
-    configs = [load_config(path) for path in args.config]
+    configs = [load_config(path, args.set) for path in args.config]
     if len(configs) == 1:
-        outcome = _run_release(configs[0], args)
-        print(_summary_line(outcome))
-        print(outcome.release_id)
+        try:
+            outcome = _run_release(configs[0], args)
+        except Exception as error:
+            if args.json:
+                _print_failure_json(args.config[0], configs[0], error)
+            raise
+        _print_outcome(outcome, args)
         return 0
     return _run_several(args, configs)
+
+
+def _print_outcome(outcome: Any, args: argparse.Namespace) -> None:
+    """What ``run`` prints for one release: its summary line and then its id as the last line; with
+    ``--json``, one JSON object on one line instead (the only thing on standard output)."""
+    if not args.json:
+        print(_summary_line(outcome))
+        print(outcome.release_id, flush=True)
+        return
+    manifest = outcome.manifest
+    print(json.dumps({
+        "release_id": outcome.release_id, "status": "published", "already_published": outcome.already_published,
+        "kind": manifest.get("kind"), "dataset": manifest.get("dataset"), "table": manifest.get("table"),
+        "epsilon": manifest.get("epsilon"), "delta": manifest.get("delta"),
+        "privacy_unit": manifest.get("privacy_unit"), "rows": manifest.get("rows"),
+        "test_lake": manifest.get("test_lake"), "summary": _summary_line(outcome),
+    }, default=str), flush=True)
+
+
+def _print_failure_json(path: str, config: Any, error: BaseException) -> None:
+    """``run --json``: a failed release is one JSON line too (its exit code and the one error line)."""
+    if isinstance(error, PrivlakeError):
+        code, line = error.exit_code, str(error)
+    else:
+        expected = expected_failure(error) if isinstance(error, Exception) else None
+        code, line = (expected.exit_code, str(expected)) if expected is not None else (1, f"internal error: {_first_line(error)}")
+    print(json.dumps({"config": str(path), "dataset": getattr(config, "dataset", None), "status": "failed",
+                      "exit_code": code, "error": line}), flush=True)
 
 
 def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
@@ -100,12 +132,10 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
         for path, config in zip(args.config, configs, strict=True):
             try:
                 outcome = _run_release(config, args, engine)
-            except PrivlakeError as error:
-                print(f"privlake: {path}: {error}", file=sys.stderr)
-                first_failure = first_failure or error.exit_code
-                continue
-            except Exception as error:  # noqa: BLE001 - one release's surprise must not stop the batch
-                expected = expected_failure(error)
+            except Exception as error:  # noqa: BLE001 - one release's failure must not stop the batch
+                if args.json:
+                    _print_failure_json(path, config, error)
+                expected = error if isinstance(error, PrivlakeError) else expected_failure(error)
                 if expected is not None:
                     print(f"privlake: {path}: {expected}", file=sys.stderr)
                     first_failure = first_failure or expected.exit_code
@@ -115,8 +145,7 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                 print(f"privlake: {path}: internal error: {_first_line(error)}", file=sys.stderr)
                 first_failure = first_failure or 1
                 continue
-            print(_summary_line(outcome))
-            print(outcome.release_id, flush=True)
+            _print_outcome(outcome, args)
     finally:
         engine.close()
     return first_failure
@@ -200,7 +229,7 @@ def _command_show(args: argparse.Namespace) -> int:
 
     kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
-                *kind_keys, "engine", "charged", "test_lake", "code_version"):
+                *kind_keys, "engine", "table", "charged", "test_lake", "code_version"):
         print(f"{key:20} {manifest.get(key)}")
     return 0
 
@@ -359,6 +388,20 @@ class _OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _version() -> str:
+    """The installed package version and, from a checkout, the code's commit."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("privlake")
+    except PackageNotFoundError:
+        installed = "unknown"
+    from pipelines.platform.release import code_version
+
+    commit = code_version()
+    return installed if commit in (installed, "unknown") else f"{installed} ({commit})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="privlake", description="Privacy-protected data releases into a lake.",
@@ -367,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                "3 quarantined,\n4 refused by budget or policy, 5 nothing to release, 75 transient failure (retry), "
                "1 a bug",
     )
+    parser.add_argument("--version", action="version", version=f"privlake {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(
@@ -377,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=["local", "spark", "beam"], help="override the config's engine")
     run.add_argument("--master", help="Spark master URL (spark engine), e.g. spark://host:7077 or local[2]")
     run.add_argument("--release-id", help="the release id (default: generated); re-running an id is a no-op")
+    run.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                     help="override one config key (repeatable), e.g. --set engine.name=spark --set lake=/data/lake")
+    run.add_argument("--json", action="store_true",
+                     help="standard output: one JSON object per release (id, table, status, guarantee, rows), nothing else")
     run.set_defaults(handler=_command_run)
 
     releases = commands.add_parser("releases", help="list published releases")

@@ -19,6 +19,7 @@ COMMON_MANIFEST_KEYS: tuple[str, ...] = (
     "code_version",
     "charged",
     "test_lake",
+    "table",
 )
 
 KIND_MANIFEST_KEYS: dict[str, tuple[str, ...]] = {

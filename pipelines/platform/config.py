@@ -3,7 +3,10 @@
 Errors name the file and the key (``crowd.yaml: privacy.gamma: must be greater than 1``), as one
 line of at most ``errors.MAX_LINE`` characters (a config value echoed in it is cut short).
 Relative paths in the config are taken relative to the working directory, as a shell user
-expects when running ``privlake run examples/x.yaml`` from the project root.
+expects when running ``privlake run examples/x.yaml`` from the project root. ``${NAME}`` in any
+string value is replaced by the environment variable (``${NAME:-default}``; ``$$`` is ``$``), and
+``privlake run --set key.path=value`` overrides single keys (``interpolate_environment``,
+``apply_overrides``).
 
 Hostile files fail fast, before any work (issue 14): a YAML file (config, feature spec) larger
 than ``MAX_YAML_BYTES`` is refused unread, and so is one whose aliases would expand to more than
@@ -203,9 +206,67 @@ def check_lake_path(lake: Path, source: str) -> None:
                                f"least {MIN_FREE_LAKE_BYTES:,}): retry when space is freed")
 
 
-def load_config(path: Path | str) -> ReleaseConfig:
+_ENVIRONMENT_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate_environment(document: Any, source: str, where: str = "") -> Any:
+    """``${NAME}`` in every string value replaced by the environment variable ``NAME`` (credentials
+    and per-run values stay out of the file); ``${NAME:-default}`` falls back to ``default``, ``$$``
+    is a literal ``$``. An unset variable without a default is a ``ConfigError`` naming the key
+    (never its value)."""
+    if isinstance(document, dict):
+        return {key: interpolate_environment(value, source, f"{where}.{key}" if where else str(key))
+                for key, value in document.items()}
+    if isinstance(document, list):
+        return [interpolate_environment(value, source, f"{where}[{index}]") for index, value in enumerate(document)]
+    if not isinstance(document, str) or "$" not in document:
+        return document
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, default = match.group(1), match.group(2)
+        value = os.environ.get(name)
+        if value is None:
+            if default is None:
+                raise ConfigError(f"{source}: {where or 'config'}: the environment variable {name} is not set")
+            return default
+        return value
+
+    return _ENVIRONMENT_REFERENCE.sub(replace, document)
+
+
+def apply_overrides(document: Any, overrides: list[str], source: str) -> Any:
+    """``--set key.path=value`` overrides applied to the YAML document before validation (the
+    value is read as a YAML scalar or flow collection: ``3``, ``true``, ``[1, 2]``, ``spark``)."""
+    if not overrides:
+        return document
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: the config must be a YAML mapping of keys to values")
+    for override in overrides:
+        key, separator, text = override.partition("=")
+        parts = key.strip().split(".")
+        if not separator or not all(parts):
+            raise ConfigError(f"--set {one_line(override, MAX_SHOWN_VALUE)}: expected key.path=value")
+        value = load_yaml_text(text, f"--set {key}") if text.strip() else ""
+        section = document
+        for part in parts[:-1]:
+            child = section.get(part)
+            if child is None:
+                child = section[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {part} is not a section of the config")
+            section = child
+        section[parts[-1]] = value
+    return document
+
+
+def load_config(path: Path | str, overrides: list[str] | None = None) -> ReleaseConfig:
+    """The validated config of a YAML file: ``${ENV}`` references interpolated, then the ``--set``
+    overrides applied, then the kind's model."""
     path = Path(path)
-    config = parse_config(read_yaml(path, "config"), str(path))
+    document = apply_overrides(interpolate_environment(read_yaml(path, "config"), str(path)), overrides or [], str(path))
+    config = parse_config(document, str(path))
     lake = getattr(config, "lake", None)
     if isinstance(lake, str | Path):
         check_lake_path(Path(lake), str(path))

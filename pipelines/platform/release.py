@@ -435,7 +435,8 @@ def finish_release(context: ReleaseContext, result: ReleaseResult,
     back and raise ``ReleaseQuarantined`` naming the first issue. Staging is discarded after
     publishing. The summary line is formatted before the commit, so that it cannot fail after it."""
     lake, release_id, timer = context.lake, context.release_id, context.timer
-    manifest = {**result.manifest, **context.manifest_charge()}
+    manifest = {**result.manifest, **context.manifest_charge(),
+                "table": ".".join(lake.release_identifier(release_id))}
     manifest.update(context.headline(manifest))
     manifest.pop("timings", None)
     line = summary(manifest) if summary is not None and result.output_valid else ""

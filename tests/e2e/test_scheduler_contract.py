@@ -1,0 +1,76 @@
+"""What a scheduler scripts against (the production issue): ``run --json`` prints only JSON Lines,
+one object per release (also for a failed one); ``${ENV}`` in a config; ``--set key.path=value``;
+``--version``; the release's table name in the manifest and in ``run``'s output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.cli import main
+from pipelines.platform.lake import Lake
+from tests.e2e.conftest import write_config
+
+
+def test_run_json_prints_one_object_per_release_and_nothing_else(tmp_path: Path, claims_csv: Path, capsys) -> None:
+    config = write_config(tmp_path, claims_csv, tmp_path / "lake")
+    assert main(["run", str(config), "--release-id", "j-1", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert record["release_id"] == "j-1" and record["status"] == "published" and record["kind"] == "crowd"
+    assert record["table"].startswith("releases.j_1") and record["rows"] > 0 and record["epsilon"] > 0
+    with Lake(tmp_path / "lake") as lake:
+        assert lake.manifest("j-1")["table"] == record["table"]
+        assert lake.catalog.load_table(tuple(record["table"].split("."))).scan().to_arrow().num_rows == record["rows"]
+    assert main(["run", str(config), "--release-id", "j-1", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["already_published"] is True and again["table"] == record["table"]
+
+
+def test_run_json_reports_a_failed_release_as_one_json_line(tmp_path: Path, claims_csv: Path, capsys) -> None:
+    config = write_config(tmp_path, claims_csv, tmp_path / "lake", prepare=False)  # not a test lake: refused
+    assert main(["run", str(config), "--json"]) == 4
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["status"] == "failed" and record["exit_code"] == 4 and "test lake" in record["error"]
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_environment_references_and_overrides(tmp_path: Path, claims_csv: Path, monkeypatch, capsys) -> None:
+    lake = tmp_path / "lake"
+    config = write_config(tmp_path, claims_csv, lake)
+    document = yaml.safe_load(config.read_text())
+    document["lake"] = "${PRIVLAKE_TEST_LAKE_ROOT}/lake"
+    document["synthesis"]["claims_per_object"] = "${CLAIMS_M:-2}"
+    config.write_text(yaml.safe_dump(document))
+    monkeypatch.delenv("PRIVLAKE_TEST_LAKE_ROOT", raising=False)
+    assert main(["run", str(config)]) == 2
+    assert "lake: the environment variable PRIVLAKE_TEST_LAKE_ROOT is not set" in capsys.readouterr().err
+    monkeypatch.setenv("PRIVLAKE_TEST_LAKE_ROOT", str(tmp_path))
+    assert main(["run", str(config), "--release-id", "env-1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 2 * Lake(lake).manifest("env-1")["objects_released"]
+    assert main(["run", str(config), "--release-id", "env-2", "--set", "synthesis.claims_per_object=4",
+                 "--set", "privacy.k=5"]) == 0
+    manifest = Lake(lake).manifest("env-2")
+    assert manifest["rows"] == 4 * manifest["objects_released"] and manifest["config"]["privacy"]["k"] == 5
+    assert main(["run", str(config), "--set", "synthesis.nonsense=1"]) == 2
+    assert "synthesis.nonsense: unknown key" in capsys.readouterr().err
+    assert main(["run", str(config), "--set", "no-equals-sign"]) == 2
+
+
+def test_version_names_the_package_and_the_code() -> None:
+    completed = subprocess.run([sys.executable, "-m", "pipelines", "--version"], capture_output=True, text=True)
+    assert completed.returncode == 0 and completed.stdout.startswith("privlake 0.")
+
+
+@pytest.mark.parametrize("text", ["a$$b", "${HOME_NOT_SET_X:-fallback}"])
+def test_interpolation_escapes_and_defaults(text: str) -> None:
+    from pipelines.platform.config import interpolate_environment
+
+    assert interpolate_environment({"key": [text]}, "c.yaml") == {"key": ["a$b" if "$$" in text else "fallback"]}
