@@ -304,9 +304,10 @@ def _command_ledger(args: argparse.Namespace) -> int:
             print(f"dataset {dataset}: no budget set")
             continue
         spent = ledger.spent(dataset, budget.delta)
+        remaining = max(budget.epsilon - spent.epsilon, 0.0)
         print(f"dataset {dataset}: spent epsilon={spent.epsilon:.4g} at delta={budget.delta:.3g} "
               f"({spent.method}; summed: {spent.basic_epsilon:.4g}) of budget epsilon={budget.epsilon:.4g}, "
-              f"charged per {budget.unit}")
+              f"remaining epsilon={remaining:.4g}, charged per {budget.unit}")
     return 0
 
 

@@ -4,24 +4,32 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 
 class StageProgress:
-    """A progress bar on standard error over a release's stages (shown on a terminal, or when
-    ``PRIVLAKE_PROGRESS`` is set), with the current stage and elapsed time."""
+    """The release's current stage on standard error: a live line on a terminal; off a terminal
+    (a scheduler's log), one plain line per stage with the elapsed time when ``PRIVLAKE_PROGRESS``
+    is set — never a carriage return into a log file — and nothing otherwise."""
 
     def __init__(self) -> None:
-        from tqdm import tqdm
+        self._terminal = sys.stderr.isatty()
+        self._lines = not self._terminal and bool(os.environ.get("PRIVLAKE_PROGRESS"))
+        self._start = time.monotonic()
+        self._bar = None
+        if self._terminal:
+            from tqdm import tqdm
 
-        enabled = sys.stderr.isatty() or bool(os.environ.get("PRIVLAKE_PROGRESS"))
-        self._bar = tqdm(
-            total=None, unit="stage", file=sys.stderr, disable=not enabled, leave=False,
-            bar_format="privlake: {desc} [{elapsed}]",
-        )
+            self._bar = tqdm(total=None, unit="stage", file=sys.stderr, leave=False,
+                             bar_format="privlake: {desc} [{elapsed}]")
 
     def __call__(self, stage: str) -> None:
-        self._bar.set_description_str(stage)
-        self._bar.update(1)
+        if self._bar is not None:
+            self._bar.set_description_str(stage)
+            self._bar.update(1)
+        elif self._lines:
+            print(f"privlake: {stage} [{time.monotonic() - self._start:.1f} s]", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()

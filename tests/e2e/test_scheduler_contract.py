@@ -74,3 +74,17 @@ def test_interpolation_escapes_and_defaults(text: str) -> None:
     from pipelines.platform.config import interpolate_environment
 
     assert interpolate_environment({"key": [text]}, "c.yaml") == {"key": ["a$b" if "$$" in text else "fallback"]}
+
+
+def test_progress_off_a_terminal_is_plain_lines_without_carriage_returns(tmp_path: Path, claims_csv: Path) -> None:
+    import os
+
+    config = write_config(tmp_path, claims_csv, tmp_path / "lake")
+    completed = subprocess.run([sys.executable, "-m", "pipelines", "run", str(config), "--json"],
+                               capture_output=True, text=True, env={**os.environ, "PRIVLAKE_PROGRESS": "1"})
+    assert completed.returncode == 0, completed.stderr
+    assert "\r" not in completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert any(line.startswith("privlake: synthesize [") for line in lines)
+    assert all(line.startswith("privlake: ") for line in lines)
+    assert json.loads(completed.stdout)["status"] == "published"

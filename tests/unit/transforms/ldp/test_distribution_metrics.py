@@ -90,3 +90,14 @@ def test_l1_and_l2_by_hand():
     assert l2_distance(p, q) == pytest.approx(math.sqrt(0.09 + 0.09))
     with pytest.raises(ValueError):
         l1_distance(p, q[:2])
+
+
+def test_the_metrics_do_not_import_torch() -> None:
+    """POT loads torch for a backend the ldp kind never uses (+3.6 s, +200 MiB per run) unless its
+    torch backend is disabled before the import (the production issue's weight item)."""
+    import subprocess
+    import sys
+
+    code = "import sys, transforms.ldp.distribution_metrics; print('torch' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "False"
