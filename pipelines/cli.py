@@ -228,10 +228,33 @@ def _command_show(args: argparse.Namespace) -> int:
     from pipelines.kinds import release_kind
 
     kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
+    print(f"{'guarantee':20} {_guarantee_words(manifest)}")
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "table", "charged", "test_lake", "code_version"):
-        print(f"{key:20} {manifest.get(key)}")
+        print(f"{key:20} {_shown(manifest.get(key))}")
     return 0
+
+
+def _shown(value: Any) -> str:
+    """A manifest value for people: floats to 4 significant digits, mappings and lists compact."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={_shown(item)}" for key, item in value.items() if key != "steps")
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(item) for item in value) + "]"
+    return str(value)
+
+
+def _guarantee_words(manifest: dict[str, Any]) -> str:
+    """The whole-release guarantee in one sentence."""
+    epsilon, delta = manifest.get("epsilon"), manifest.get("delta")
+    if epsilon is None or delta is None:
+        return "no finite guarantee stated"
+    scope = manifest.get("headline_scope", "whole release")
+    unit = manifest.get("privacy_unit") or "one record"
+    return (f"(epsilon={_shown(float(epsilon))}, delta={_shown(float(delta))})-differential privacy for "
+            f"{unit}; scope: {scope}")
 
 
 def _show_internal(lake: Any, args: argparse.Namespace) -> int:

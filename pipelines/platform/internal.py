@@ -52,7 +52,7 @@ class OperatorRecords:
     def record(self, release_id: str, dataset: str, kind: str, status: str, record: dict[str, Any]) -> None:
         row = {
             "release_id": [release_id], "dataset": [dataset], "kind": [kind], "status": [status],
-            "recorded_at": [datetime.now(UTC)], "record": [json.dumps(record, default=str, sort_keys=True)],
+            "recorded_at": [datetime.now(UTC)], "record": [json.dumps(record, default=str)],  # in run order (stages, timings)
         }
         self._table(create=True).append(pa.Table.from_pydict(row, schema=INTERNAL_SCHEMA))
 
