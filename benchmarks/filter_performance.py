@@ -14,8 +14,10 @@ Bars of the issue: VAE training on Adult under 5 minutes; filter training per ch
 2. **Filter training** for the example's choice (private sex, utility income, budget 2, β = 1,
    the default ``FilterTraining``: 15 epochs, batch 512, adversary re-fit every 50 steps, all
    32,561 training records). Every release trains its filter anew (keyed by its release id), so
-   every release run below is one sample: the manifest's ``training_seconds`` per choice. The
-   example config itself (local engine, ``adult-test.csv``, evaluation on) is run once too.
+   every release run below is one sample: ``training_seconds`` per choice in the release's
+   operator-only record (``ReleaseOutcome.internal``: the figures computed from raw data, stage
+   timings and trained filters are not in the public manifest). The example config itself (local
+   engine, ``adult-test.csv``, evaluation on) is run once too.
 3. **Privatization throughput**: ``adult-test.csv``'s 16,281 rows replicated (row ``i`` of the
    input is row ``i mod 16281``) to n records, written once per n as a typed Parquet file (numbers
    int64, categories and labels text) in a temp dir; the release reads it with the example's
@@ -23,14 +25,15 @@ Bars of the issue: VAE training on Adult under 5 minutes; filter training per ch
    (``evaluation: {enabled: false}``: the evaluation retrains classifiers on a sample and is not
    part of privatizing) in its own child process: Spark ``local[2]`` (the engine is started first,
    as ``privlake run`` does — ``start_engine``: JVM plus a warm-up job importing the worker module —
-   timed apart, and passed in) and the local engine (in-process). Records/s of the manifest's
-   ``timings["privatize"]`` (engine read of the staged Parquet + ``map_batches`` + the workers'
-   Parquet writes) and of the whole ``run_filter_release`` call. The **floor**, in a third child
-   on one thread: ``privatize_features`` + ``decode_features`` on the same records with the Spark
-   release's filter and release id, in calls of the engines' 250,000 rows; then the ladder up to
-   what an engine worker runs: ``privatized_rows`` (the batch function, pandas in and out), and
-   ``apply_batch_function`` (plus the Arrow ↔ pandas conversions). At the smallest n the floor's
-   records are compared with the Spark release read back from the lake (must be identical).
+   timed apart, and passed in) and the local engine (in-process). Records/s of the internal
+   record's ``timings["privatize"]`` (engine read of the staged Parquet + ``map_batches`` + the
+   workers' Parquet writes) and of the whole ``run_filter_release`` call. The **floor**, in a third
+   child on one thread: ``privatize_features`` + ``decode_features`` on the same records with the
+   Spark release's filter (read from its internal record) and release id, in calls of the engines'
+   250,000 rows; then the ladder up to what an engine worker runs: ``privatized_rows`` (the batch
+   function, pandas in and out), and ``apply_batch_function`` (plus the Arrow ↔ pandas
+   conversions). At the smallest n the floor's records are compared with the Spark release read
+   back from the lake (must be identical).
 4. **Peak memory** of every child: the driver's ``ru_maxrss`` (exact high-water mark), and from
    sampling ``/proc`` every 0.2 s the peak RSS of the whole process tree (driver + JVM + Python
    workers), of the JVM, and of the Python workers together.
@@ -52,7 +55,10 @@ The machine is shared (2 cores): the 1-minute load average before and after each
 CPU seconds other processes used during it (``/proc/stat`` busy time minus our process tree's),
 are recorded next to each number. Children run with OPENBLAS/OMP/MKL_NUM_THREADS=1 (torch: one
 thread, set by the pipeline), ``PYSPARK_PYTHON`` = ``.venv/bin/python``, ``PRIVLAKE_TEST_SECRET``
-fixed. Writes ``benchmarks/results/filter_performance.{json,md}`` (``_quick`` with ``--quick``).
+fixed. All releases go into one lake, made first as an operator makes one
+(``harness.benchmark_lake``: a test lake, since the secret is a test secret, with a large budget
+for the example's dataset; outside every timed part). Writes
+``benchmarks/results/filter_performance.{json,md}`` (``_quick`` with ``--quick``).
 The full run takes about 9 minutes on the shared 2-core machine, ``--quick`` about 2.
 """
 
@@ -445,16 +451,16 @@ def measure_release(config_path: Path, release_id: str, engine_name: str, replay
     finally:
         engine.close()
         shutil.rmtree(keep, ignore_errors=True)
-    manifest = outcome.manifest
-    choice = next(c for c in manifest["choices"] if c["name"] == CHOICE)
+    manifest, internal = outcome.manifest, outcome.internal  # internal: the operator-only record
+    choice = next(c for c in internal["choices"] if c["name"] == CHOICE)
     return {
         "engine": manifest["engine"],
         "engine_start_seconds": engine_seconds,
         "wall_seconds": wall,
-        "stages": manifest["timings"],
+        "stages": internal["timings"],
         "rows": manifest["rows"],
         "output_validation_success": manifest["validation"]["output"]["success"],
-        "evaluation": manifest["evaluation"],
+        "evaluation": internal["evaluation"],
         "filter_training_seconds": choice["training_seconds"],
         "filter_training_records": choice["training_records"],
         "filter_distortion": choice["distortion_on_training_records"],
@@ -484,6 +490,7 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     )
     from pipelines.filter.input import read_feature_spec, read_records
     from pipelines.platform.config import load_config
+    from pipelines.platform.internal import OperatorRecords
     from pipelines.platform.lake import Lake
     from pipelines.platform.model_store import ModelStore
     from transforms.core.keyed_randomness import secret_from_hex
@@ -510,12 +517,15 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     spec = read_feature_spec(config.feature_spec)
     lake = Lake(config.lake)
     manifest = lake.manifest(release_id)
+    trained = OperatorRecords(lake).read(release_id)[-1]["record"]["choices"]  # the trained filters: operator-only
     artifact_bytes = ModelStore(lake).load(manifest["model_artifact_id"])
     begin = time.perf_counter()
     model = VaeArtifact.from_bytes(artifact_bytes).model
     from_bytes_seconds = time.perf_counter() - begin
     choice_entry = manifest["choices"][0]
-    filters = [LinearLatentFilter.from_dict(entry["filter"]) for entry in manifest["choices"]]
+    if [entry["name"] for entry in trained] != [entry["name"] for entry in manifest["choices"]]:
+        raise AssertionError("the internal record's choices are not the manifest's")
+    filters = [LinearLatentFilter.from_dict(entry["filter"]) for entry in trained]
     secret = secret_from_hex(os.environ["PRIVLAKE_TEST_SECRET"])
     labels = {name: config.labels[name] for name in (choice_entry["private"], choice_entry["utility"])}
     start = time.perf_counter()
@@ -834,8 +844,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "### 3. Privatization throughput (evaluation disabled in these runs)",
         "",
-        "Input: adult-test.csv rows replicated to n, one Parquet file. 'privatize' = the manifest's "
-        "`timings[\"privatize\"]` (engine read of the staged Parquet + map_batches + workers' Parquet writes); "
+        "Input: adult-test.csv rows replicated to n, one Parquet file. 'privatize' = the release's "
+        "`timings[\"privatize\"]` in its internal record (engine read of the staged Parquet + map_batches + workers' Parquet writes); "
         "'release' = the whole `run_filter_release` call with the engine already started (its start is the next "
         "column; the local engine's is ~0). Floor = `privatize_features` + `decode_features` in-process on one "
         "thread, calls of 250,000 rows; 'batch fn' = `privatized_rows` on pandas frames; '+ Arrow' = "
@@ -1022,7 +1032,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="privlake-filter-bench-") as temporary:
         folder = Path(temporary)
-        lake = folder / "lake"
+        lake = harness.benchmark_lake(folder / "lake", example_document()["dataset"])
         base = write_config(folder, "encoder", config_document(lake, None, "local", True))
         report["encoder"] = run_child(["--measure", "encoder", "--config", str(base)], folder / "encoder.log")
         log(f"train-encoder: {report['encoder']['wall_seconds']:.1f} s")

@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pipelines.platform import log
 from pipelines.platform.errors import PrivlakeError, ReleaseNotFound, expected_failure
 from pipelines.platform.progress import StageProgress
 
@@ -137,12 +138,12 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                     _print_failure_json(path, config, error)
                 expected = error if isinstance(error, PrivlakeError) else expected_failure(error)
                 if expected is not None:
-                    print(f"privlake: {path}: {expected}", file=sys.stderr)
+                    log.error(f"{path}: {expected}", exit_code=expected.exit_code, config=str(path))
                     first_failure = first_failure or expected.exit_code
                     continue
                 if os.environ.get("PRIVLAKE_DEBUG"):
                     traceback.print_exc()
-                print(f"privlake: {path}: internal error: {_first_line(error)}", file=sys.stderr)
+                log.error(f"{path}: internal error: {_first_line(error)}", exit_code=1, config=str(path))
                 first_failure = first_failure or 1
                 continue
             _print_outcome(outcome, args)
@@ -177,8 +178,7 @@ def _command_releases(args: argparse.Namespace) -> int:
     published = _lake(args).published_releases()
     for release in published:
         if release.problem:
-            print(f"privlake: warning: release {release.release_id} ({release.table}): {release.problem}",
-                  file=sys.stderr)
+            log.warning(f"release {release.release_id} ({release.table}): {release.problem}")
     releases = [release.manifest for release in published]
     if args.json:
         print(json.dumps(releases, indent=2, default=str))
@@ -347,8 +347,8 @@ def _command_budget(args: argparse.Namespace) -> int:
         print(f"dataset {budget.dataset}: budget epsilon={budget.epsilon:g} at delta={budget.delta:g}, charged per "
               f"{budget.unit}; spent so far epsilon={spent.epsilon:.4g}")
         if spent.epsilon > budget.epsilon:
-            print(f"privlake: warning: dataset {budget.dataset} has already spent more than this budget; "
-                  "its next releases will be refused", file=sys.stderr)
+            log.warning(f"dataset {budget.dataset} has already spent more than this budget; "
+                        "its next releases will be refused")
         return 0
     lake = _lake(args)
     policy = LakePolicy(lake)
@@ -408,7 +408,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """Argument errors are one line on standard error and exit 2, like every other failure."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"privlake: {message.splitlines()[0] if message else 'bad arguments'}", file=sys.stderr)
+        log.error(message.splitlines()[0] if message else "bad arguments", exit_code=2)
         raise SystemExit(2)
 
 
@@ -430,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="privlake", description="Privacy-protected data releases into a lake.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="exit codes: 0 success (or already published), 2 bad input/config/arguments/lake path, "
+        epilog="--log-format text|json (anywhere; or PRIVLAKE_LOG_FORMAT): json puts one object per line on stderr\n"
+               "(ts, level, release_id, stage, exit_code, message).\nexit codes: 0 success (or already published), 2 bad input/config/arguments/lake path, "
                "3 quarantined,\n4 refused by budget or policy, 5 nothing to release, 75 transient failure (retry), "
                "1 a bug",
     )
@@ -524,27 +525,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _take_log_format(argv: list[str]) -> tuple[list[str], str]:
+    """``--log-format text|json`` may stand anywhere on the command line (or come from
+    ``PRIVLAKE_LOG_FORMAT``); it is taken out before the commands are parsed, so that even an
+    argument error is logged in the chosen format."""
+    chosen = os.environ.get("PRIVLAKE_LOG_FORMAT") or "text"
+    rest: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item == "--log-format":
+            chosen = next(items, "")
+        elif item.startswith("--log-format="):
+            chosen = item.partition("=")[2]
+        else:
+            rest.append(item)
+    return rest, chosen
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv, log_format = _take_log_format(list(sys.argv[1:] if argv is None else argv))
+    if log_format not in log.FORMATS:
+        log.configure("text")
+        log.error(f"--log-format: must be one of {', '.join(log.FORMATS)}", exit_code=2)
+        return 2
+    log.configure(log_format)
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # --help (0) or an argument error, already printed as one line (2)
+    except SystemExit as stop:  # --help (0) or an argument error, already logged as one line (2)
         return int(stop.code or 0)
     try:
         return args.handler(args)
     except PrivlakeError as error:
-        print(f"privlake: {error}", file=sys.stderr)
+        log.error(str(error), exit_code=error.exit_code)
         return error.exit_code
     except KeyboardInterrupt:
-        print("privlake: interrupted", file=sys.stderr)
+        log.error("interrupted", exit_code=130)
         return 130
     except Exception as error:  # noqa: BLE001 - the one place that turns surprises into one line
         expected = expected_failure(error)
         if expected is not None:
-            print(f"privlake: {expected}", file=sys.stderr)
+            log.error(str(expected), exit_code=expected.exit_code)
             return expected.exit_code
         if os.environ.get("PRIVLAKE_DEBUG"):
             traceback.print_exc()
-        print(f"privlake: internal error: {_first_line(error)}", file=sys.stderr)
+        log.error(f"internal error: {_first_line(error)}", exit_code=1)
         return 1
 
 

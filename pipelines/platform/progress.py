@@ -6,11 +6,14 @@ import os
 import sys
 import time
 
+from pipelines.platform import log
+
 
 class StageProgress:
     """The release's current stage on standard error: a live line on a terminal; off a terminal
     (a scheduler's log), one plain line per stage with the elapsed time when ``PRIVLAKE_PROGRESS``
-    is set — never a carriage return into a log file — and nothing otherwise."""
+    is set or the log format is JSON — never a carriage return into a log file — and nothing
+    otherwise."""
 
     def __init__(self) -> None:
         self._terminal = sys.stderr.isatty()
@@ -27,8 +30,8 @@ class StageProgress:
         if self._bar is not None:
             self._bar.set_description_str(stage)
             self._bar.update(1)
-        elif self._lines:
-            print(f"privlake: {stage} [{time.monotonic() - self._start:.1f} s]", file=sys.stderr, flush=True)
+        elif self._lines or log.is_json():
+            log.info(f"{stage} [{time.monotonic() - self._start:.1f} s]", stage=stage)
 
     def close(self) -> None:
         if self._bar is not None:

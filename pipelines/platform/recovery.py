@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.platform import log
 from pipelines.platform.ids import check_release_id
 from pipelines.platform.lake import ATTEMPT_PROPERTY, MANIFEST_PROPERTY, RELEASES_NAMESPACE, Lake
 from pipelines.platform.ledger import PrivacyLedger
@@ -106,8 +106,7 @@ class Lease:
             try:
                 self.renew()
             except OSError as error:  # a full disk: the release goes on; recovery may refund it
-                print(f"privlake: warning: could not renew the lease of release {self.release_id}: "
-                      f"{type(error).__name__}", file=sys.stderr)
+                log.warning(f"could not renew the lease of release {self.release_id}: {type(error).__name__}")
 
     def __enter__(self) -> Lease:
         self.renew()

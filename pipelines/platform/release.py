@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from pipelines.engines import make_engine
 from pipelines.engines.base import Engine, EngineError, EngineUnreachable
+from pipelines.platform import log
 from pipelines.platform.errors import (
     NothingToRelease,
     PrivlakeError,
@@ -384,10 +385,14 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
     if isinstance(opened, ReleaseOutcome):
         return opened
     context = opened
-    report_recovery(recover(context.lake))
-    with Lease(context.lake, context.release_id, config.dataset, kind.name) as lease:
-        context.lease = lease
-        return _run_leased(kind, config, request, context)
+    token = log.current_release.set(context.release_id)
+    try:
+        report_recovery(recover(context.lake))
+        with Lease(context.lake, context.release_id, config.dataset, kind.name) as lease:
+            context.lease = lease
+            return _run_leased(kind, config, request, context)
+    finally:
+        log.current_release.reset(token)
 
 
 def report_recovery(recovery: Any) -> None:
@@ -395,7 +400,7 @@ def report_recovery(recovery: Any) -> None:
     if recovery.did_anything:
         for line in recovery.lines():
             if not line.startswith("left alone"):
-                print(f"privlake: recover: {line}", file=sys.stderr)
+                log.info(f"recover: {line}")
 
 
 def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context: ReleaseContext) -> ReleaseOutcome:
@@ -486,5 +491,5 @@ def _after_publish(context: ReleaseContext, step: Callable[[], None]) -> None:
     try:
         step()
     except Exception as error:  # noqa: BLE001 - the release is published; report, do not fail it
-        print(f"privlake: warning: release {context.release_id} is published, but book-keeping after the commit "
-              f"failed: {type(error).__name__}", file=sys.stderr)
+        log.warning(f"release {context.release_id} is published, but book-keeping after the commit failed: "
+                    f"{type(error).__name__}")

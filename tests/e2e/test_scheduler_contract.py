@@ -88,3 +88,28 @@ def test_progress_off_a_terminal_is_plain_lines_without_carriage_returns(tmp_pat
     assert any(line.startswith("privlake: synthesize [") for line in lines)
     assert all(line.startswith("privlake: ") for line in lines)
     assert json.loads(completed.stdout)["status"] == "published"
+
+
+def test_json_logs_are_one_object_per_line_with_the_release_id(tmp_path: Path, claims_csv: Path) -> None:
+    import os
+
+    config = write_config(tmp_path, claims_csv, tmp_path / "lake")
+    completed = subprocess.run([sys.executable, "-m", "pipelines", "run", str(config), "--release-id", "log-1",
+                                "--log-format", "json"], capture_output=True, text=True, env=dict(os.environ))
+    assert completed.returncode == 0, completed.stderr
+    records = [json.loads(line) for line in completed.stderr.strip().splitlines()]
+    stages = [record["stage"] for record in records if "stage" in record]
+    assert "synthesize" in stages and all(record["release_id"] == "log-1" for record in records if "stage" in record)
+    assert all({"ts", "level", "message"} <= set(record) for record in records)
+    # an error (here: refused, no budget in a fresh production lake) is exactly one JSON line
+    bad = write_config(tmp_path / "other", claims_csv, tmp_path / "other" / "lake", prepare=False) \
+        if (tmp_path / "other").mkdir() is None else None
+    failed = subprocess.run([sys.executable, "-m", "pipelines", "--log-format=json", "run", str(bad)],
+                            capture_output=True, text=True, env=dict(os.environ))
+    assert failed.returncode == 4
+    [line] = failed.stderr.strip().splitlines()
+    error = json.loads(line)
+    assert error["level"] == "error" and error["exit_code"] == 4
+    arguments = subprocess.run([sys.executable, "-m", "pipelines", "run", "--log-format", "json"],
+                               capture_output=True, text=True)
+    assert arguments.returncode == 2 and json.loads(arguments.stderr)["exit_code"] == 2
