@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev,filter]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
-	$(PIP) install --quiet -e ".[dev,bench]"
+	$(PIP) install --quiet -e ".[dev,filter,bench]"
 	$(PY) benchmarks/crowd_scaling.py
 	$(PY) benchmarks/ldp_reproduction.py
 

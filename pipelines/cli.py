@@ -225,9 +225,12 @@ def _command_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(manifest, default=str))
         return 0
-    from pipelines.kinds import release_kind
+    from pipelines.kinds import KindUnavailable, release_kind
 
-    kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
+    try:
+        kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
+    except (KindUnavailable, KeyError):  # a kind whose extra is not installed here: its common keys only
+        kind_keys = ()
     print(f"{'guarantee':20} {_guarantee_words(manifest)}")
     for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
                 *kind_keys, "engine", "table", "charged", "test_lake", "code_version"):

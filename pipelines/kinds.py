@@ -3,16 +3,19 @@
 Each entry names a kind's configuration model and its pipeline module (which defines the kind's
 :class:`~pipelines.platform.release.ReleaseKind` as ``KIND``). Both are imported only when that
 kind is used, so ``privlake`` on a crowd config never imports torch, and the config loader reads a
-config without importing any pipeline. Adding a kind: one package per layer and one line here
+config without importing any pipeline. A kind that needs an optional extra (the filter kind:
+``privlake[filter]``, torch) says so in one line when it is missing (``require_kind``). Adding a kind: one package per layer and one line here
 (``docs/ARCHITECTURE.md``, "Adding a release kind").
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.platform.errors import PrivlakeError
 from pipelines.platform.release import ReleaseKind
 
 
@@ -24,13 +27,17 @@ class KindEntry:
     config: str
     pipeline: str
     commands: str | None = None
+    requires: tuple[str, ...] = ()
+    """Modules of an optional extra the kind's pipeline needs (the filter kind: torch)."""
+    extra: str | None = None
 
 
 KINDS: dict[str, KindEntry] = {
     "crowd": KindEntry("schemas.crowd.config:CrowdConfig", "pipelines.crowd.pipeline", "pipelines.crowd.commands"),
     "tabular": KindEntry("schemas.tabular.config:TabularConfig", "pipelines.tabular.pipeline"),
     "ldp": KindEntry("schemas.ldp.config:LdpConfig", "pipelines.ldp.pipeline", "pipelines.ldp.commands"),
-    "filter": KindEntry("schemas.filter.config:FilterConfig", "pipelines.filter.pipeline", "pipelines.filter.commands"),
+    "filter": KindEntry("schemas.filter.config:FilterConfig", "pipelines.filter.pipeline", "pipelines.filter.commands",
+                        requires=("torch",), extra="filter"),
 }
 
 
@@ -44,8 +51,27 @@ def config_model(kind: str) -> type[Any]:
     return getattr(importlib.import_module(module), name)
 
 
+class KindUnavailable(PrivlakeError):
+    """The kind's optional extra is not installed (one line saying which to install; exit 2)."""
+
+
+def require_kind(kind: str) -> None:
+    """Raise :class:`KindUnavailable` when a module the kind needs is not installed."""
+    entry = KINDS[kind]
+    for module in entry.requires:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise KindUnavailable(f"the {kind} kind needs {module}, which is not installed: "
+                                  f"pip install 'privlake[{entry.extra or kind}]'")
+
+
 def release_kind(kind: str) -> ReleaseKind:
-    """The :class:`ReleaseKind` of ``kind`` (``KeyError`` for an unknown kind)."""
+    """The :class:`ReleaseKind` of ``kind`` (``KeyError`` for an unknown kind; ``KindUnavailable``
+    when its optional extra is missing)."""
+    require_kind(kind)
     return importlib.import_module(KINDS[kind].pipeline).KIND
 
 

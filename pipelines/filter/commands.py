@@ -20,6 +20,9 @@ def _filter_config(path: str):
 
 
 def _command_train_encoder(args: argparse.Namespace) -> int:
+    from pipelines.kinds import require_kind
+
+    require_kind("filter")
     from pipelines.filter.pipeline import train_encoder
 
     config = _filter_config(args.config)

@@ -113,3 +113,33 @@ def test_json_logs_are_one_object_per_line_with_the_release_id(tmp_path: Path, c
     arguments = subprocess.run([sys.executable, "-m", "pipelines", "run", "--log-format", "json"],
                                capture_output=True, text=True)
     assert arguments.returncode == 2 and json.loads(arguments.stderr)["exit_code"] == 2
+
+
+def test_the_filter_kind_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
+    """torch is the optional extra privlake[filter]: a filter command without it is one line, exit 2
+    (and the other kinds never import it)."""
+    config = tmp_path / "filter.yaml"
+    config.write_text(yaml.safe_dump({
+        "kind": "filter", "dataset": "people", "lake": str(tmp_path / "lake"), "feature_spec": str(tmp_path / "f.yaml"),
+        "training": {"path": str(tmp_path / "t.csv")}, "input": {"path": str(tmp_path / "r.csv")},
+        "labels": {"group": {"column": "group", "categories": ["a", "b"]},
+                   "senior": {"column": "senior", "categories": ["no", "yes"]}},
+        "choices": [{"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0}],
+    }))
+    code = ("import sys\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'torch':\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, NoTorch())\n"
+            "from pipelines.cli import main\n"
+            f"sys.exit(main([sys.argv[1], {str(config)!r}]))")
+    for command in ("run", "train-encoder"):
+        completed = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True)
+        assert completed.returncode == 2, completed.stderr
+        assert completed.stderr.strip() == (
+            "privlake: the filter kind needs torch, which is not installed: pip install 'privlake[filter]'")
+    crowd_only = subprocess.run([sys.executable, "-c", "import sys, pipelines.cli, pipelines.kinds; "
+                                 "pipelines.kinds.release_kind('crowd'); print('torch' in sys.modules)"],
+                                capture_output=True, text=True, check=True)
+    assert crowd_only.stdout.strip() == "False"
