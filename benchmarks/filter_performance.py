@@ -127,10 +127,10 @@ def config_document(lake: Path, input_path: Path | None, engine: str, evaluation
     when given (else the example's ``adult-test.csv``), the engine, and the evaluation on or off."""
     document = example_document()
     document["lake"] = str(lake)
-    document["feature_spec"] = str((ROOT / document["feature_spec"]).resolve())
-    document["training"]["path"] = str((ROOT / document["training"]["path"]).resolve())
+    document["feature_spec"] = str((EXAMPLE.parent / document["feature_spec"]).resolve())  # relative to the config
+    document["training"]["path"] = str((EXAMPLE.parent / document["training"]["path"]).resolve())
     if input_path is None:
-        document["input"]["path"] = str((ROOT / document["input"]["path"]).resolve())
+        document["input"]["path"] = str((EXAMPLE.parent / document["input"]["path"]).resolve())
     else:
         document["input"] = {"path": str(input_path), "format": "parquet", "recode": document["input"]["recode"]}
     document["engine"] = {"name": engine, "spark": {"master": MASTER}}

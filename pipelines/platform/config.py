@@ -2,8 +2,8 @@
 
 Errors name the file and the key (``crowd.yaml: privacy.gamma: must be greater than 1``), as one
 line of at most ``errors.MAX_LINE`` characters (a config value echoed in it is cut short).
-Relative paths in the config are taken relative to the working directory, as a shell user
-expects when running ``privlake run examples/x.yaml`` from the project root. ``${NAME}`` in any
+Relative paths in the config are taken relative to the config file's folder (``resolve_paths``),
+so a config names the same files from any working directory. ``${NAME}`` in any
 string value is replaced by the environment variable (``${NAME:-default}``; ``$$`` is ``$``), and
 ``privlake run --set key.path=value`` overrides single keys (``interpolate_environment``,
 ``apply_overrides``).
@@ -261,12 +261,39 @@ def apply_overrides(document: Any, overrides: list[str], source: str) -> Any:
     return document
 
 
+def resolve_paths(model: ModelT, base: Path) -> ModelT:
+    """``model`` with every relative path field (at any depth: sections, lists, mappings) taken
+    relative to ``base``, the config file's folder — so a config means the same files whatever the
+    working directory (a scheduler's task runs in a temporary folder)."""
+
+    def resolved(value: Any) -> Any:
+        if isinstance(value, Path):
+            return value if value.is_absolute() else Path(os.path.normpath(base / value))
+        if isinstance(value, BaseModel):
+            return resolve_paths(value, base)
+        if isinstance(value, list):
+            items = [resolved(item) for item in value]
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if isinstance(value, dict):
+            entries = {key: resolved(item) for key, item in value.items()}
+            return entries if any(entries[key] is not value[key] for key in value) else value
+        return value
+
+    updates = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        new = resolved(value)
+        if new is not value:
+            updates[name] = new
+    return model.model_copy(update=updates) if updates else model
+
+
 def load_config(path: Path | str, overrides: list[str] | None = None) -> ReleaseConfig:
     """The validated config of a YAML file: ``${ENV}`` references interpolated, then the ``--set``
-    overrides applied, then the kind's model."""
+    overrides applied, then the kind's model; relative paths are relative to the config file."""
     path = Path(path)
     document = apply_overrides(interpolate_environment(read_yaml(path, "config"), str(path)), overrides or [], str(path))
-    config = parse_config(document, str(path))
+    config = resolve_paths(parse_config(document, str(path)), Path(os.path.abspath(path.parent)))
     lake = getattr(config, "lake", None)
     if isinstance(lake, str | Path):
         check_lake_path(Path(lake), str(path))

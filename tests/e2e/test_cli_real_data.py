@@ -31,6 +31,10 @@ def example_into(tmp_path: Path, example: str) -> tuple[Path, Path, dict]:
     config = yaml.safe_load((PROJECT / "examples" / example).read_text())
     lake = tmp_path / "lake"
     config["lake"] = str(lake)
+    # the example's paths are relative to the examples folder; the copy lives elsewhere
+    config["input"]["path"] = str((PROJECT / "examples" / config["input"]["path"]).resolve())
+    if config.get("evaluation", {}).get("truth_path"):
+        config["evaluation"]["truth_path"] = str((PROJECT / "examples" / config["evaluation"]["truth_path"]).resolve())
     path = tmp_path / example
     path.write_text(yaml.safe_dump(config))
     prepare_for(config)
@@ -68,7 +72,7 @@ def test_example_release_end_to_end(tmp_path: Path, example: str, truth_file: st
     assert {"object_id", "value"} <= set(rows.columns)
     m = config["synthesis"]["claims_per_object"]
     assert rows.groupby("object_id").size().max() <= m
-    claims = pd.read_csv(PROJECT / config["input"]["path"])
+    claims = pd.read_csv(config["input"]["path"])
     object_column = config["input"]["columns"]["object_id"]
     per_object = claims.groupby(object_column).size()
     assert set(rows["object_id"]) <= set(per_object[per_object >= config["privacy"]["k"]].index)

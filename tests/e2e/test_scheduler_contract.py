@@ -143,3 +143,24 @@ def test_the_filter_kind_without_its_extra_says_what_to_install(tmp_path: Path) 
                                  "pipelines.kinds.release_kind('crowd'); print('torch' in sys.modules)"],
                                 capture_output=True, text=True, check=True)
     assert crowd_only.stdout.strip() == "False"
+
+
+def test_relative_paths_in_a_config_are_relative_to_the_config_file(tmp_path: Path, claims_csv: Path) -> None:
+    """A scheduler runs privlake from a temporary folder: the config must name the same files."""
+    import os
+
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    config = write_config(folder, claims_csv, folder / "lake")
+    document = yaml.safe_load(config.read_text())
+    document["lake"] = "lake"
+    document["input"]["path"] = "../claims.csv"
+    config.write_text(yaml.safe_dump(document))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    completed = subprocess.run([sys.executable, "-m", "pipelines", "run", str(config), "--release-id", "rel-1", "--json"],
+                               capture_output=True, text=True, cwd=elsewhere,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert completed.returncode == 0, completed.stderr
+    assert Lake(folder / "lake").manifest("rel-1")["config"]["input"]["path"] == str(claims_csv)
+    assert list(elsewhere.iterdir()) == []

@@ -253,7 +253,7 @@ def test_adult_example_runs_from_the_cli_with_its_evaluation(tmp_path: Path, cap
     example = yaml.safe_load((PROJECT / "examples" / "tabular_adult.yaml").read_text())
     example["lake"] = str(tmp_path / "lake")
     example["input"]["path"] = str(ADULT)
-    example["input"]["schema"] = str(PROJECT / example["input"]["schema"])
+    example["input"]["schema"] = str(PROJECT / "examples" / example["input"]["schema"])
     example["evaluation"]["holdout"]["path"] = str(ADULT.parent / "adult-test.csv")
     config = tmp_path / "adult.yaml"
     config.write_text(yaml.safe_dump(example))
