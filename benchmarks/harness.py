@@ -405,10 +405,5 @@ def benchmark_lake(lake: Path | str, *datasets: str, epsilon: float = 1e9, delta
     lake = Path(lake)
     os.environ.setdefault(KEY_DIRECTORY_VARIABLE, str(lake.parent / f"{lake.name}-keys"))
     with Lake(lake) as opened:
-        policy = LakePolicy(opened)
-        policy.initialize(test=True)
-        known = {budget.dataset for budget in policy.budgets()}
-        for dataset in datasets:
-            if dataset not in known:
-                policy.set_budget(dataset, epsilon, delta)
+        LakePolicy(opened).prepare_test_lake(datasets, epsilon, delta)
     return lake

@@ -23,12 +23,7 @@ def prepare_lake(lake: Path | str, *datasets: str, epsilon: float = TEST_BUDGET[
                  delta: float = TEST_BUDGET["delta"], unit: str = "release") -> Path:
     """A test lake at ``lake`` with a budget for each of ``datasets`` (already set ones are kept)."""
     with Lake(lake) as opened:
-        policy = LakePolicy(opened)
-        policy.initialize(test=True)
-        known = {budget.dataset for budget in policy.budgets()}
-        for dataset in datasets:
-            if dataset not in known:
-                policy.set_budget(dataset, epsilon, delta, unit)
+        LakePolicy(opened).prepare_test_lake(datasets, epsilon, delta, unit)
     return Path(lake)
 
 

@@ -308,3 +308,13 @@ class LakePolicy:
                  "recorded_at": now}
                 for file, fingerprint in prints
             ])
+
+    def prepare_test_lake(self, datasets: Iterable[str], epsilon: float, delta: float,
+                          unit: str = RELEASE_UNIT) -> None:
+        """Make this lake a test lake with a budget for each of ``datasets`` not budgeted yet (what
+        tests and benchmarks, which use the fixed test secret, need; never a production lake)."""
+        self.initialize(test=True)
+        known = {budget.dataset for budget in self.budgets()}
+        for dataset in datasets:
+            if dataset not in known:
+                self.set_budget(dataset, epsilon, delta, unit)
