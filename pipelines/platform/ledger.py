@@ -72,6 +72,15 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("privacy_unit", pa.string(), nullable=True),
     ]
 )
+LEDGER_PROPERTIES = {
+    "commit.retry.num-retries": "0",
+    # every event is a commit: keep the last metadata files only (the current snapshot holds every
+    # row of an append-only table; older snapshots are expired after each write)
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": str(20),
+}
+SNAPSHOTS_KEPT_SECONDS = 24 * 3600
+"""Ledger snapshots older than this are expired by the next write (reads never write)."""
 _ADDED_COLUMNS = ("unit", "steps", "privacy_unit")
 """Columns added after the first lakes were made: added to an old table on its next write."""
 
@@ -225,12 +234,11 @@ class PrivacyLedger:
     def _writable_table(self) -> Table:
         """The ledger table, created on the first write (and brought to the current schema)."""
         if self._table is None:
-            table = self.lake.load_or_create_table(
-                LEDGER_NAMESPACE, LEDGER_TABLE, LEDGER_SCHEMA, properties={"commit.retry.num-retries": "0"}
-            )
-            if table.properties.get("commit.retry.num-retries") != "0":
+            table = self.lake.load_or_create_table(LEDGER_NAMESPACE, LEDGER_TABLE, LEDGER_SCHEMA,
+                                                   properties=LEDGER_PROPERTIES)
+            if any(table.properties.get(key) != value for key, value in LEDGER_PROPERTIES.items()):
                 with table.transaction() as transaction:
-                    transaction.set_properties({"commit.retry.num-retries": "0"})
+                    transaction.set_properties(LEDGER_PROPERTIES)
             missing = [name for name in _ADDED_COLUMNS if name not in table.schema().column_names]
             if missing:
                 with table.update_schema() as update:
@@ -349,9 +357,11 @@ class PrivacyLedger:
                 return
             try:
                 self._append_rows(state, rows)
-                return
             except CommitFailedException:
                 time.sleep(_RETRY_PAUSE_SECONDS * min(attempt_number + 1, 10))
+                continue
+            self._expire_old_snapshots()
+            return
         raise LedgerContention(
             f"the privacy ledger changed under this writer {MAX_COMMIT_ATTEMPTS} times in a row; try again"
         )
@@ -359,6 +369,21 @@ class PrivacyLedger:
     def latest_event(self, dataset: str, release_id: str) -> pd.Series | None:
         """The latest event of one release (``None`` if it never reserved)."""
         return self._read().latest_event(dataset, release_id)
+
+    def _expire_old_snapshots(self) -> None:
+        """Drop snapshots older than :data:`SNAPSHOTS_KEPT_SECONDS` (never the current one): the
+        ledger is append-only, so the current snapshot has every event. Housekeeping only: a
+        failure (a concurrent writer) is left to the next write."""
+        table = self._writable_table().refresh()
+        cutoff_ms = (time.time() - SNAPSHOTS_KEPT_SECONDS) * 1000
+        current = table.current_snapshot()
+        old = [snapshot.snapshot_id for snapshot in table.snapshots()
+               if snapshot.timestamp_ms < cutoff_ms and (current is None or snapshot.snapshot_id != current.snapshot_id)]
+        if old:
+            try:
+                table.maintenance.expire_snapshots().by_ids(old).commit()
+            except Exception:  # noqa: BLE001 - housekeeping; the event itself is committed
+                pass
 
     def open_reservations(self) -> list[tuple[str, str]]:
         """``(dataset, release id)`` of every release whose latest event is ``reserved``: running,

@@ -268,3 +268,19 @@ def test_one_dataset_is_charged_for_one_privacy_unit(ledger: PrivacyLedger) -> N
     ledger.refund("claims", "first")
     ledger.refund("claims", "third")
     ledger.reserve("claims", "fourth", "crowd", source, budget())
+
+
+def test_many_events_keep_the_ledger_small(ledger: PrivacyLedger, lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every event is a commit: old metadata files are deleted after commit (20 kept) and old
+    snapshots expired by the next write, while every event stays readable (the production issue:
+    six events had left 27 metadata files)."""
+    import pipelines.platform.ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "SNAPSHOTS_KEPT_SECONDS", 0)
+    for index in range(30):
+        reserve(ledger, f"r{index}", pure(0.001))
+    table = lake.catalog.load_table(("privlake", "ledger"))
+    metadata = list(Path(table.location().removeprefix("file://"), "metadata").glob("*.metadata.json"))
+    assert len(metadata) <= 22
+    assert len(table.snapshots()) <= 2
+    assert len(ledger.entries()) == 30 and 0.01 < ledger.spent("claims", TOTAL_DELTA).epsilon <= 0.03
