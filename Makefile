@@ -34,6 +34,7 @@ release: demo-data
 test: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/hadolint Dockerfile
 	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)
@@ -48,6 +49,7 @@ margins: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/hadolint Dockerfile
 
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[dev,filter,bench]"

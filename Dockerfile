@@ -1,0 +1,30 @@
+# privlake: a minimal image for running releases (local engine, or a Spark/Beam client).
+# Build: docker build -t privlake .        Run: docker run --rm -v /data:/data privlake run /data/release.yaml
+# Extras: --build-arg EXTRAS=filter adds torch (the filter kind); the default image has none.
+FROM python:3.11-slim-bookworm
+
+ARG EXTRAS=""
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    POT_BACKEND_DISABLE_PYTORCH=1
+
+# Java for Spark's driver JVM (PySpark launches it); nothing else from the distribution.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.* \
+    && rm -rf /var/lib/apt/lists/*
+
+RUN useradd --create-home --uid 10001 privlake
+WORKDIR /opt/privlake
+COPY pyproject.toml README.md ./
+COPY schemas ./schemas
+COPY transforms ./transforms
+COPY pipelines ./pipelines
+# the project itself (its dependencies are pinned in pyproject.toml)
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}"
+
+USER 10001
+WORKDIR /home/privlake
+ENTRYPOINT ["privlake"]
+CMD ["--help"]
