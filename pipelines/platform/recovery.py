@@ -43,7 +43,13 @@ from typing import Any
 
 from pipelines.platform import log
 from pipelines.platform.ids import check_release_id
-from pipelines.platform.lake import ATTEMPT_PROPERTY, MANIFEST_PROPERTY, RELEASES_NAMESPACE, Lake
+from pipelines.platform.lake import (
+    ATTEMPT_PROPERTY,
+    MANIFEST_PROPERTY,
+    RELEASES_NAMESPACE,
+    Lake,
+    release_table_name,
+)
 from pipelines.platform.ledger import PrivacyLedger
 
 LEASE_SECONDS_VARIABLE = "PRIVLAKE_LEASE_SECONDS"
@@ -211,7 +217,7 @@ def recover(lake: Lake, now: float | None = None) -> Recovery:
             if folder.name not in live:
                 shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
                 done.staging_removed.append(folder.name)
-    done.orphan_files_removed = _remove_orphan_files(lake, now - grace)
+    done.orphan_files_removed = _remove_orphan_files(lake, now - grace, {release_table_name(r) for r in live})
     folder = leases_folder(lake)
     if folder.is_dir():
         for path in folder.iterdir():
@@ -225,14 +231,16 @@ def recover(lake: Lake, now: float | None = None) -> Recovery:
     return done
 
 
-def _remove_orphan_files(lake: Lake, older_than: float) -> int:
+def _remove_orphan_files(lake: Lake, older_than: float, running_tables: set[str]) -> int:
     """Delete what no published release owns under the embedded warehouse's ``releases`` folder,
     when older than ``older_than`` (a publish in flight is younger than a lease): a table folder
     without a published table (a kill before the create-table commit), a ``data/<attempt>``
     folder of a published table other than the attempt that landed, and a catalog table left
     without a manifest (outside the publish protocol). Cheap on a lake of many releases: one
     catalog listing, and a table is loaded only when its ``data`` folder holds more than one
-    attempt. Object-store warehouses are left to the catalog's own orphan-file maintenance."""
+    attempt. Object-store warehouses are left to the catalog's own orphan-file maintenance. The
+    tables of running releases (``running_tables``) are never touched: a publish moves staged files,
+    whose times are those of the staging write, into the table's folder before its commit."""
     releases_folder = lake.root / "warehouse" / RELEASES_NAMESPACE
     tables = {identifier[-1]: identifier for identifier in lake.release_tables()}
     published: dict[str, str] = {}  # table name -> the attempt that landed, for tables we load
@@ -252,7 +260,7 @@ def _remove_orphan_files(lake: Lake, older_than: float) -> int:
         return 0
     removed = 0
     for table_folder in releases_folder.iterdir():
-        if not table_folder.is_dir():
+        if not table_folder.is_dir() or table_folder.name in running_tables:
             continue
         data = table_folder / "data"
         children = sorted(data.iterdir()) if data.is_dir() else []

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.cli import main
-from pipelines.platform.lake import Lake
+from pipelines.platform.lake import Lake, release_table_name
 from pipelines.platform.ledger import PUBLISHED, RESERVED, PrivacyLedger
 from pipelines.platform.recovery import LEASE_SECONDS_VARIABLE, Lease, leases_folder, recover
 from tests.e2e.conftest import write_config
@@ -202,3 +202,22 @@ def test_a_tabular_release_killed_at_any_of_its_stages_recovers(
     assert_settled(lake)
     assert main(["run", str(config), "--release-id", "crash-t"]) == 0
     assert_settled(lake)
+
+
+def test_a_publish_in_flight_is_never_taken_for_orphan_files(tmp_path: Path, claims_csv: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A publish moves staged files (with the staging write's old times) into the table's folder
+    before its commit: while the release's lease is live, recovery must leave that folder alone."""
+    lake_path = tmp_path / "lake"
+    write_config(tmp_path, claims_csv, lake_path)
+    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
+    with Lake(lake_path) as lake:
+        folder = lake_path / "warehouse" / "releases" / release_table_name("inflight-1") / "data" / "attempt"
+        folder.mkdir(parents=True)
+        (folder / "part.parquet").write_bytes(b"staged long ago")
+        old = time.time() - 3600
+        os.utime(folder / "part.parquet", (old, old))
+        with Lease(lake, "inflight-1", "small", "crowd", seconds=30):
+            assert recover(lake).orphan_files_removed == 0
+            assert (folder / "part.parquet").exists()
+        assert recover(lake).orphan_files_removed == 1
