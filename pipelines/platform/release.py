@@ -136,8 +136,15 @@ def engine_request(
     options: dict[str, Any] = {"parallelism": settings.parallelism}
     if chosen == "spark":
         options.update(master=master or settings.spark.master, spark_conf=dict(settings.spark.conf))
+        # the config's explicit opt-out and the cluster secret's file reach the engine (issue 12)
+        if settings.spark.allow_unencrypted:
+            options["allow_unencrypted"] = True
+        if settings.spark.auth_secret_file is not None:
+            options["auth_secret_file"] = str(settings.spark.auth_secret_file)
     elif chosen == "beam":
         options.update(beam_options=list(settings.beam.options))
+        if settings.beam.allow_unencrypted:
+            options["allow_unencrypted"] = True
     return chosen, options
 
 

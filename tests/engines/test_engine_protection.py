@@ -223,3 +223,25 @@ def test_spark_protection_is_described(spark_session: Any) -> None:
     assert described["engine"] == "spark" and described["master"] == "local[2]"
     assert set(described) >= {"io_encryption", "authentication", "network_encryption", "allow_unencrypted"}
     assert make_engine("local").protection()["in_process"] is True
+
+
+def test_the_configs_opt_out_and_secret_file_reach_the_engine(tmp_path: Path) -> None:
+    """A helper's benchmark found the config's engine.spark.allow_unencrypted (and auth_secret_file,
+    and engine.beam.allow_unencrypted) dropped on the way to the engine: the opt-out the refusal
+    message recommends never took effect."""
+    from pipelines.platform.release import engine_request
+
+    spark = EngineSettings(name="spark", spark=SparkSettings(
+        master="yarn", conf={"spark.authenticate": "false"}, allow_unencrypted=True,
+        auth_secret_file=tmp_path / "secret"))
+    chosen, options = engine_request(spark, None, None)
+    assert options["allow_unencrypted"] is True and options["auth_secret_file"] == str(tmp_path / "secret")
+    check_request(chosen, **{key: value for key, value in options.items() if key != "auth_secret_file"})
+    default = engine_request(EngineSettings(name="spark", spark=SparkSettings(master="yarn",
+                                                                              conf={"spark.authenticate": "false"})),
+                             None, None)
+    with pytest.raises(EngineRefused):
+        check_request(default[0], **default[1])
+    beam = engine_request(EngineSettings(name="beam", beam=BeamSettings(options=["--runner=FlinkRunner"],
+                                                                         allow_unencrypted=True)), None, None)
+    check_request(beam[0], **beam[1])
