@@ -4,13 +4,13 @@ and so must the exponential mechanism's law, which permute-and-flip replaces."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from tests.unit.transforms.core.test_exact_sampling import permute_and_flip_probabilities
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.tabular.exponential_mechanism import private_choice, private_choice_probabilities
 
@@ -38,16 +38,8 @@ def exponential_mechanism_law(scores: np.ndarray, sensitivity: float, epsilon: f
 
 def enumerated_law(scores: np.ndarray, sensitivity: float, epsilon: float) -> np.ndarray:
     """Permute-and-flip's law by enumerating every visiting order (independent of the module's
-    closed form)."""
-    coins = [math.exp(-epsilon * (max(scores) - s) / (2 * sensitivity)) for s in scores]
-    result = np.zeros(len(scores))
-    orders = list(itertools.permutations(range(len(scores))))
-    for order in orders:
-        survive = 1.0
-        for index in order:
-            result[index] += survive * coins[index] / len(orders)
-            survive *= 1 - coins[index]
-    return result
+    closed form; the enumeration the exact-sampling tests use)."""
+    return permute_and_flip_probabilities(np.asarray(scores, dtype=float), sensitivity, epsilon)
 
 
 def test_selection_frequencies_follow_permute_and_flip() -> None:
