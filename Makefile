@@ -12,7 +12,7 @@ TEST_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEX
 # The fast suite: unit tests and the margin check, no engine, no reproduction run (about 20 s).
 FAST_TESTS := tests/unit tests/reproduction/test_margins.py -m "not slow and not spark and not beam and not cluster"
 
-.PHONY: install release test test-fast margins lint bench clean demo-data
+.PHONY: install release test test-fast margins lint bench clean demo-data system-deps
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
@@ -23,6 +23,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Services and programs the tests start themselves, on loopback: PostgreSQL (a real SQL catalog)
+# and Chromium (headless rendering of the HTML report). Debian's packages; installed only if missing.
+system-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v chromium >/dev/null; then \
+		echo "installing Debian packages: postgresql chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			postgresql chromium fonts-dejavu-core >/dev/null; \
+	fi
+
 demo-data: $(STAMP)
 	$(VENV)/bin/privlake generate-crowd --out data/sample_crowd
 
@@ -31,7 +40,7 @@ release: demo-data
 		$(VENV)/bin/privlake budget set sample --epsilon 100 --delta 1e-5 --lake lake
 	$(VENV)/bin/privlake run examples/crowd_sample.yaml --engine spark
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint Dockerfile
