@@ -8,10 +8,11 @@ on these; no kind's schema imports another kind's.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 
 class StrictModel(BaseModel):
@@ -74,6 +75,66 @@ class EngineSettings(StrictModel):
     )
     spark: SparkSettings = SparkSettings()
     beam: BeamSettings = BeamSettings()
+
+
+_SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|access-key|session-key|private", re.IGNORECASE)
+_URI_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^@/]*@")
+
+
+def redacted_properties(properties: dict[str, str]) -> dict[str, str]:
+    """Catalog or FileIO properties safe to record (a manifest, a log line): values of keys that
+    name a secret are replaced by ``***`` and a password in a URI (``user:password@host``) too."""
+    return {key: "***" if _SECRET_KEY.search(key) else _URI_PASSWORD.sub(r"\1:***@", value)
+            for key, value in properties.items()}
+
+
+class LakeLocation(StrictModel):
+    """A lake on any pyiceberg catalog and file system (docs/PRODUCTION.md, "Catalog and object
+    storage"), the alternative to a plain folder (the embedded lake: a SQLite catalog and a local
+    warehouse). ``catalog``: pyiceberg catalog properties passed through (``type``: sql, rest, glue,
+    hive, ...; ``uri``; ``name``, default ``privlake``). ``warehouse``: the tables' location
+    (``s3://bucket/prefix``, ``file:///...``; for a REST catalog its warehouse name). ``staging``:
+    where the engines write a release before its commit (default: ``<state>/staging``; a folder
+    the driver and the executors share). ``properties``: FileIO properties (``s3.endpoint``,
+    ``s3.access-key-id``, ...), given to the catalog and to every file access. ``state``: a local
+    folder for this host's leases (default ``~/.local/state/privlake/<lake digest>``).
+    Credentials belong in ``${ENV}`` references; a recorded lake has them redacted."""
+
+    catalog: dict[str, str]
+    warehouse: str = Field(min_length=1)
+    staging: str | None = None
+    properties: dict[str, str] = {}
+    state: Path | None = None
+
+    @field_validator("catalog", "properties", mode="before")
+    @classmethod
+    def _strings(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {str(key): value if isinstance(value, str) else _scalar_text(value) for key, value in value.items()}
+        return value
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog_named(cls, catalog: dict[str, str]) -> dict[str, str]:
+        if not catalog.get("type") and not catalog.get("uri"):
+            raise ValueError("lake.catalog needs a type (sql, rest, glue, hive, ...) or a uri")
+        return catalog
+
+    @field_serializer("catalog", "properties")
+    def _redacted(self, properties: dict[str, str]) -> dict[str, str]:
+        return redacted_properties(properties)
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise ValueError("catalog and FileIO properties are text, numbers or true/false")
+
+
+LakeSetting = LakeLocation | Path
+"""A config's ``lake``: a folder (the embedded lake) or a :class:`LakeLocation` mapping."""
 
 
 class TableReading(StrictModel):

@@ -54,7 +54,7 @@ from pipelines.filter.input import (
 from pipelines.filter.validation import validate_filter_output
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
-from pipelines.platform.lake import Lake
+from pipelines.platform.lake import open_lake
 from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore, StoredModel
 from pipelines.platform.release import (
     ReleaseContext,
@@ -147,7 +147,7 @@ def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None =
         "code_version": code_version(),
         "timings": dict(timer.timings),
     }
-    with Lake(config.lake) as lake:
+    with open_lake(config.lake) as lake:
         store = ModelStore(lake)
         store.store(artifact_id, data, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec), description)
         return store.model(artifact_id).summary()

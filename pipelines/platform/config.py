@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from pipelines.platform.errors import ConfigError, TransientFailure, one_line
+from schemas.base import LakeLocation, LakeSetting
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ReleaseConfig = Any
@@ -288,6 +289,39 @@ def resolve_paths(model: ModelT, base: Path) -> ModelT:
     return model.model_copy(update=updates) if updates else model
 
 
+def resolve_lake(location: LakeLocation, base: Path) -> LakeLocation:
+    """A lake mapping's relative local paths (``state``, and ``staging`` or a ``file``-less
+    ``warehouse`` when they are paths rather than URIs) taken relative to ``base``."""
+    location = resolve_paths(location, base)
+    updates = {name: os.path.normpath(base / value) for name in ("staging", "warehouse")
+               if (value := getattr(location, name)) and not _URI.match(value) and not os.path.isabs(value)}
+    return location.model_copy(update=updates) if updates else location
+
+
+def lake_argument(text: str, must_exist: bool = True) -> LakeSetting:
+    """What ``--lake`` names: a lake folder, or a YAML file holding a ``lake:`` mapping (a release
+    config works too) or being one (``catalog:``, ``warehouse:``, ...). ``${ENV}`` references are
+    interpolated and relative paths are relative to the YAML file. ``must_exist``: a folder that
+    does not exist is refused (the reading commands; ``init-lake`` creates one)."""
+    path = Path(text)
+    if path.is_file() and path.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigError(f"{path}: not a lake folder (a file; a lake mapping is a .yaml file)")
+    if path.is_file():
+        document = interpolate_environment(read_yaml(path, "lake"), str(path))
+        if isinstance(document, dict) and "lake" in document:
+            document = document["lake"]
+        base = Path(os.path.abspath(path.parent))
+        if isinstance(document, str) and document.strip():
+            return Path(os.path.normpath(base / document))
+        if not isinstance(document, dict):
+            raise ConfigError(f"{path}: not a lake folder, nor a YAML file with a lake: mapping or path")
+        return resolve_lake(validate_document(LakeLocation, document, f"{path}: lake"), base)
+    if must_exist and not path.exists():
+        raise ConfigError(f"{path}: no lake here (the folder does not exist)")
+    check_lake_path(path, "--lake")
+    return path
+
+
 def load_config(path: Path | str, overrides: list[str] | None = None) -> ReleaseConfig:
     """The validated config of a YAML file: ``${ENV}`` references interpolated, then the ``--set``
     overrides applied, then the kind's model; relative paths are relative to the config file."""
@@ -297,4 +331,6 @@ def load_config(path: Path | str, overrides: list[str] | None = None) -> Release
     lake = getattr(config, "lake", None)
     if isinstance(lake, str | Path):
         check_lake_path(Path(lake), str(path))
+    elif isinstance(lake, LakeLocation):
+        config = config.model_copy(update={"lake": resolve_lake(lake, Path(os.path.abspath(path.parent)))})
     return config

@@ -104,10 +104,47 @@ _BAD_PATH_ERRNOS = frozenset(
 )
 
 
+_UNREACHABLE_ERRNOS = frozenset(
+    code for code in (getattr(errno, name, None)
+                      for name in ("ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EHOSTUNREACH", "ENETUNREACH",
+                                   "ENETDOWN", "EPIPE"))
+    if code is not None
+)
+_UNREACHABLE_TEXT = re.compile(r"NETWORK_CONNECTION|Couldn't connect to server|curlCode: (6|7|28)|Connection refused|"
+                               r"could not connect to server|server closed the connection|timed out", re.IGNORECASE)
+_URI_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def unreachable_service(error: BaseException) -> TransientFailure | None:
+    """A ``TransientFailure`` (75) when ``error`` (or an exception it was raised from) says a
+    service of the lake did not answer: the catalog's database or REST server, the object store.
+    The line names the kind of error and its first line with any ``user:password@`` removed."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        name, module = type(current).__name__, type(current).__module__
+        text = str(current)
+        unreachable = (
+            (isinstance(current, OSError) and current.errno in _UNREACHABLE_ERRNOS)
+            or (module.startswith("sqlalchemy") and name in ("OperationalError", "InterfaceError")
+                and bool(_UNREACHABLE_TEXT.search(text)))
+            or (module.startswith(("requests", "urllib3")) and ("Connection" in name or "Timeout" in name))
+            or (isinstance(current, OSError | ConnectionError) and bool(_UNREACHABLE_TEXT.search(text)))
+        )
+        if unreachable:
+            first = _URI_CREDENTIALS.sub("", (text.strip().splitlines() or [""])[0])
+            return TransientFailure(one_line(f"the lake's catalog or storage did not answer ({name}: {first}) "
+                                             "(transient: retry when it is back)"))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def expected_failure(error: BaseException) -> PrivlakeError | None:
     """The expected failure an exception stands for, or ``None`` for a bug.
 
-    A ``PrivlakeError`` is itself. An ``OSError`` is the file system speaking: a full disk or
+    A ``PrivlakeError`` is itself. A catalog or object store that does not answer is a
+    ``TransientFailure`` (:func:`unreachable_service`). An ``OSError`` is the file system speaking: a full disk or
     quota, an I/O error or a timeout is a ``TransientFailure`` (75: a retry may succeed once
     space is freed); a read-only file system, a permission refused, a path that is a file where a
     folder is needed (or the reverse) is bad input (2). Anything else stays a bug. The line names the path
@@ -115,6 +152,9 @@ def expected_failure(error: BaseException) -> PrivlakeError | None:
     """
     if isinstance(error, PrivlakeError):
         return error
+    unreachable = unreachable_service(error)
+    if unreachable is not None:
+        return unreachable
     if not isinstance(error, OSError) or error.errno is None:
         return None
     where = error.filename if error.filename is not None else "the lake"

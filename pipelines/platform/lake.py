@@ -14,9 +14,11 @@ Layout of an embedded lake (``Lake(root)``)::
     root/quarantine/      (emptied: a release that failed validation is deleted; why, in
                           the operator-only ``privlake.internal`` table)
 
-On a cluster the catalog is any pyiceberg catalog (REST, Hive, Glue, SQL on Postgres) given by
-its properties (:meth:`Lake.from_catalog_properties`); ``root`` then only holds staging and
-quarantine, and must be a file system the executors and the driver share.
+On a cluster the catalog is any pyiceberg catalog (REST, Hive, Glue, SQL on PostgreSQL) and the
+warehouse any file system pyiceberg's FileIO reaches (``s3://``, ``gs://``, ``file://``), given by
+a config's ``lake:`` mapping (:class:`schemas.base.LakeLocation`, :meth:`Lake.from_location`;
+:func:`open_lake` takes either form). ``root`` is then a local state folder (this host's leases),
+and staging a folder the executors and the driver share (``lake.staging``).
 
 How a release becomes visible (:meth:`Lake.publish`):
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import uuid
@@ -71,6 +74,7 @@ from pyiceberg.table import Table
 
 from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id
+from schemas.base import LakeLocation, LakeSetting, redacted_properties
 
 RELEASES_NAMESPACE = "releases"
 MANIFEST_PROPERTY = "privlake.manifest"
@@ -149,6 +153,28 @@ def _local_path(location: str) -> Path | None:
     return None
 
 
+def default_state_folder(location: LakeLocation) -> Path:
+    """This host's state folder for a catalog lake: one per catalog and warehouse (a digest of
+    their redacted properties), under ``$XDG_STATE_HOME`` or ``~/.local/state``."""
+    identity = json.dumps([redacted_properties(location.catalog), location.warehouse], sort_keys=True)
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "privlake" / "lakes" / hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def _location_description(name: str, location: LakeLocation) -> str:
+    catalog = redacted_properties(location.catalog)
+    where = catalog.get("uri") or catalog.get("type", "")
+    return f"catalog {name} ({where}), warehouse {location.warehouse}"
+
+
+def open_lake(setting: LakeSetting | str, write: bool = True) -> Lake:
+    """The lake a config's ``lake`` (or ``--lake``) names: a folder (the embedded lake; read-only
+    opening when ``write`` is false: nothing created) or a :class:`LakeLocation` mapping."""
+    if isinstance(setting, LakeLocation):
+        return Lake.from_location(setting, create_folders=write)
+    return Lake(setting) if write else Lake.for_reading(setting)
+
+
 def _manifest_json(manifest: Mapping[str, Any]) -> str:
     try:
         return json.dumps(manifest, sort_keys=True)
@@ -192,11 +218,41 @@ class Lake:
         lake._setup(Path(root).expanduser().resolve(), load_catalog(name, **dict(properties)))
         return lake
 
-    def _setup(self, root: Path, catalog: Catalog, create_folders: bool = True) -> None:
+    @classmethod
+    def from_location(cls, location: LakeLocation, create_folders: bool = True) -> Lake:
+        """The lake a config's ``lake:`` mapping names: its catalog loaded with the catalog
+        properties, the warehouse and the FileIO properties (credentials included: pyiceberg hands
+        them to every FileIO it opens); staging where ``location.staging`` says, else under the
+        state folder. Unreachable catalogs fail here (the caller maps that to a transient exit)."""
+        properties = {key: value for key, value in location.catalog.items() if key != "name"}
+        properties = {**location.properties, **properties, "warehouse": location.warehouse}
+        name = location.catalog.get("name", EMBEDDED_CATALOG_NAME)
+        state = Path(location.state or default_state_folder(location)).expanduser().resolve()
+        staging_local = None
+        if location.staging is not None:
+            staging_local = _local_path(location.staging)
+            if staging_local is None:
+                raise LakeError(
+                    f"lake.staging: {location.staging}: staging must be a folder the driver and the executors "
+                    "share (a local path or file:// URI); the warehouse may be object storage"
+                )
+        catalog = load_catalog(name, **properties)
+        lake = cls.__new__(cls)
+        lake._setup(state, catalog, create_folders, staging=staging_local,
+                    warehouse_folder=_local_path(location.warehouse),
+                    description=_location_description(name, location))
+        return lake
+
+    def _setup(self, root: Path, catalog: Catalog, create_folders: bool = True, *, staging: Path | None = None,
+               warehouse_folder: Path | None = None, description: str | None = None) -> None:
         self.root = root
         self.catalog = catalog
-        self.staging_root = root / "staging"
+        self.staging_root = (staging or root / "staging").resolve()
         self.quarantine_root = root / "quarantine"
+        self.warehouse_folder = warehouse_folder if description is not None else root / "warehouse"
+        """The warehouse as a local folder (``None`` on object storage): recovery's orphan sweep."""
+        self.description = description or str(root)
+        """How messages name this lake: its folder, or its catalog and warehouse (no credentials)."""
         if create_folders:
             for folder in (self.root, self.staging_root, self.quarantine_root):
                 folder.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,7 @@ class ModelStore:
         table = self._rows()
         match = table.filter(pc.equal(table["artifact_id"], artifact_id)) if len(table) else table
         if len(match) == 0:
-            raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.root}")
+            raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.description}")
         return match["artifact"][0].as_py()
 
     def model(self, artifact_id: str) -> StoredModel:
@@ -134,7 +134,7 @@ class ModelStore:
         for model in self.models():
             if model.artifact_id == artifact_id:
                 return model
-        raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.root}")
+        raise PrivlakeError(f"model artifact {artifact_id} is not in the lake {self.lake.description}")
 
     def resolve(self, reference: str, model_kind: str, dataset: str, feature_spec_sha256: str) -> StoredModel:
         """The model a config names: an id (checked to exist, to be of this kind and to read the same
@@ -142,14 +142,14 @@ class ModelStore:
         if reference != "latest":
             found = [model for model in self.models(model_kind) if model.artifact_id == reference]
             if not found:
-                raise PrivlakeError(f"encoder.artifact {reference[:12]}… is not in the lake {self.lake.root}")
+                raise PrivlakeError(f"encoder.artifact {reference[:12]}… is not in the lake {self.lake.description}")
             if found[0].feature_spec_sha256 != feature_spec_sha256:
                 raise PrivlakeError(f"encoder.artifact {reference[:12]}…: it was trained on a different feature spec")
             return found[0]
         matching = [m for m in self.models(model_kind, dataset) if m.feature_spec_sha256 == feature_spec_sha256]
         if not matching:
             raise PrivlakeError(
-                f"no encoder in the lake {self.lake.root} for dataset {dataset!r} and this feature spec: "
+                f"no encoder in the lake {self.lake.description} for dataset {dataset!r} and this feature spec: "
                 "run `privlake train-encoder CONFIG` first"
             )
         return matching[0]

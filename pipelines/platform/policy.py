@@ -142,7 +142,7 @@ class LakePolicy:
         existing = self._namespace_properties()
         if existing.get(LAKE_KIND_PROPERTY) not in (None, kind):
             raise ReleaseRefused(
-                f"{self.lake.root}: is already a {existing[LAKE_KIND_PROPERTY]} lake; a lake keeps its kind"
+                f"{self.lake.description}: is already a {existing[LAKE_KIND_PROPERTY]} lake; a lake keeps its kind"
             )
         if key_variable:
             key_source = f"env:{key_variable}"
@@ -159,7 +159,7 @@ class LakePolicy:
     def _create_key_file(self, key_file: Path | None) -> Path:
         if key_file is None:
             directory = Path(os.environ.get(KEY_DIRECTORY_VARIABLE) or Path.home() / ".config" / "privlake" / "keys")
-            digest = hashlib.sha256(str(self.lake.root).encode()).hexdigest()[:16]
+            digest = hashlib.sha256(self.lake.description.encode()).hexdigest()[:16]
             key_file = directory / f"{digest}.key"
         key_file = Path(key_file).expanduser().resolve()
         if _contains(str(self.lake.root), str(key_file)):
@@ -238,7 +238,7 @@ class LakePolicy:
         if budget is None:
             raise ReleaseRefused(
                 f"dataset '{dataset}' has no privacy budget in this lake; an operator sets one with "
-                f"`privlake budget set {dataset} --epsilon E --delta D --lake {self.lake.root}`"
+                f"`privlake budget set {dataset} --epsilon E --delta D --lake {self.lake.description}`"
             )
         return budget
 

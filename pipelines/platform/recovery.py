@@ -241,7 +241,9 @@ def _remove_orphan_files(lake: Lake, older_than: float, running_tables: set[str]
     attempt. Object-store warehouses are left to the catalog's own orphan-file maintenance. The
     tables of running releases (``running_tables``) are never touched: a publish moves staged files,
     whose times are those of the staging write, into the table's folder before its commit."""
-    releases_folder = lake.root / "warehouse" / RELEASES_NAMESPACE
+    if lake.warehouse_folder is None:
+        return 0
+    releases_folder = lake.warehouse_folder / RELEASES_NAMESPACE
     tables = {identifier[-1]: identifier for identifier in lake.release_tables()}
     published: dict[str, str] = {}  # table name -> the attempt that landed, for tables we load
 

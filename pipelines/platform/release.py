@@ -49,7 +49,7 @@ from pipelines.platform.errors import (
 from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.internal import OperatorRecords
-from pipelines.platform.lake import Lake, ReleaseAlreadyPublished
+from pipelines.platform.lake import Lake, ReleaseAlreadyPublished, open_lake
 from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
 from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
 from pipelines.platform.recovery import Lease, recover
@@ -254,7 +254,7 @@ class ReleaseContext:
         self.test_lake = policy.is_test_lake()
         if os.environ.get(TEST_SECRET_VARIABLE) and not self.test_lake:
             raise ReleaseRefused(
-                f"{TEST_SECRET_VARIABLE} is set, but {self.lake.root} is not a test lake: releases made with the "
+                f"{TEST_SECRET_VARIABLE} is set, but {self.lake.description} is not a test lake: releases made with the "
                 "fixed test secret go only into lakes made by `privlake init-lake LAKE --test`"
             )
         self.budget = policy.admit(self.config.dataset, self.config.input.path)
@@ -379,7 +379,7 @@ class ReleaseKind:
 
 def open_release(kind: str, config: Any, request: ReleaseRequest) -> ReleaseContext | ReleaseOutcome:
     """The context of a new release, or the outcome of its id when that is already published."""
-    lake = Lake(config.lake)
+    lake = open_lake(config.lake)
     release_id = check_release_id(request.release_id or new_release_id(config.dataset))
     if lake.is_published(release_id):
         return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)

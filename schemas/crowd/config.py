@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import EngineSettings, StrictModel, refuse_budget_key
+from schemas.base import EngineSettings, LakeSetting, StrictModel, refuse_budget_key
 
 
 class ColumnMapping(StrictModel):
@@ -153,7 +153,7 @@ class CrowdEvaluation(StrictModel):
 class CrowdConfig(StrictModel):
     kind: Literal["crowd"]
     dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
-    lake: Path
+    lake: LakeSetting
     input: CrowdInput
     privacy: CrowdPrivacy
     synthesis: CrowdSynthesis

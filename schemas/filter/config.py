@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import EngineSettings, StrictModel, TableReading, refuse_budget_key
+from schemas.base import EngineSettings, LakeSetting, StrictModel, TableReading, refuse_budget_key
 from schemas.uniqueness import require_unique
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -210,7 +210,7 @@ class FilterEvaluation(StrictModel):
 class FilterConfig(StrictModel):
     kind: Literal["filter"]
     dataset: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, description="at most 100 characters (a generated release id is the dataset and 24 more)")
-    lake: Path
+    lake: LakeSetting
     training: FilterTableReading = Field(description="the collector's labelled records: VAE and filters")
     input: FilterInput = Field(description="the records to privatize")
     feature_spec: Path = Field(description="YAML file with `features:` (schemas/filter/features.py)")

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas.base import EngineSettings, StrictModel
+from schemas.base import EngineSettings, LakeSetting, StrictModel
 
 ESTIMATORS = ("gibu", "inv_m", "ibu_m", "rap_m")
 MAX_SECRETS = 4096
@@ -137,7 +137,7 @@ class LdpSimulation(StrictModel):
 class LdpConfig(StrictModel):
     kind: Literal["ldp"]
     dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
-    lake: Path
+    lake: LakeSetting
     input: LdpInput
     secrets: SecretLayout = SecretLayout()
     estimator: EstimatorSettings = EstimatorSettings()

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas.base import EngineSettings, StrictModel, TableReading, refuse_budget_key
+from schemas.base import EngineSettings, LakeSetting, StrictModel, TableReading, refuse_budget_key
 
 # Upper bounds of the size parameters (issue 14: an absurd size fails on load, naming its key,
 # instead of late with MemoryError).
@@ -125,7 +125,7 @@ class TabularEvaluation(StrictModel):
 class TabularConfig(StrictModel):
     kind: Literal["tabular"]
     dataset: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$", description="at most 100 characters (a generated release id is the dataset and 24 more)")
-    lake: Path
+    lake: LakeSetting
     input: TabularInput
     privacy: TabularPrivacy
     split: DataSplitFractions = DataSplitFractions()

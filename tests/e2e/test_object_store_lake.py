@@ -1,0 +1,168 @@
+"""A lake on object storage and a real SQL catalog, named by a YAML ``lake:`` mapping: an S3 API
+(moto's server) and PostgreSQL, both started on loopback by the fixture (``tests/services.py``).
+A crowd release runs through the console script on Spark ``local[2]`` into it, and another
+process reads the release back with plain pyiceberg by its table name; credentials are ``${ENV}``
+references and never reach the manifest; a catalog that does not answer is transient (exit 75)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import small_claims, write_config
+from tests.services import PostgresServer, S3Server, free_port, postgres_server, s3_server
+
+PRIVLAKE = Path(sys.executable).parent / "privlake"
+SECRET = "0b7e" * 16
+BUCKET = "privlake-lake"
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S3Server, PostgresServer]]:
+    logs = tmp_path_factory.mktemp("service-logs")
+    with s3_server(logs) as s3, postgres_server() as postgres:
+        s3.create_bucket(BUCKET)
+        yield s3, postgres
+
+
+def environment(s3: S3Server, postgres: PostgresServer) -> dict[str, str]:
+    return {**os.environ, "PRIVLAKE_TEST_SECRET": SECRET, "PYSPARK_PYTHON": sys.executable,
+            "CATALOG_PASSWORD": postgres.password, "S3_KEY_ID": s3.access_key, "S3_SECRET": s3.secret_key}
+
+
+def lake_file(folder: Path, s3: S3Server, postgres: PostgresServer, prefix: str, port: int | None = None) -> Path:
+    """A lake mapping whose credentials are environment references, as an operator writes it."""
+    catalog_uri = postgres.uri(password="${CATALOG_PASSWORD}")
+    if port is not None:
+        catalog_uri = catalog_uri.replace(f":{postgres.port}/", f":{port}/")
+    path = folder / "lake.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        lake:
+          catalog: {{type: sql, uri: "{catalog_uri}"}}
+          warehouse: s3://{BUCKET}/{prefix}
+          staging: ./staging
+          state: ./state
+          properties:
+            s3.endpoint: {s3.endpoint}
+            s3.access-key-id: ${{S3_KEY_ID}}
+            s3.secret-access-key: ${{S3_SECRET}}
+            s3.region: {s3.region}
+        """))
+    return path
+
+
+def privlake(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PRIVLAKE), *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def prepared_lake(tmp_path: Path, s3: S3Server, postgres: PostgresServer, prefix: str) -> tuple[Path, Path]:
+    """A test lake on the services with a budget for the dataset, made through the CLI."""
+    env = environment(s3, postgres)
+    lake = lake_file(tmp_path, s3, postgres, prefix)
+    init = privlake(env, "init-lake", str(lake), "--test")
+    assert init.returncode == 0, init.stderr
+    assert postgres.password not in init.stdout and s3.secret_key not in init.stdout
+    budget = privlake(env, "budget", "set", "small", "--epsilon", "1e9", "--delta", "0.5", "--lake", str(lake))
+    assert budget.returncode == 0, budget.stderr
+    claims = tmp_path / "claims.csv"
+    small_claims().to_csv(claims, index=False)
+    config = write_config(tmp_path, claims, tmp_path / "unused-local-lake", prepare=False)
+    return lake, config
+
+
+READ_BACK = textwrap.dedent("""\
+    import json, sys
+    from pyiceberg.catalog import load_catalog
+    settings = json.loads(sys.argv[1])
+    catalog = load_catalog("privlake", **settings["catalog"])  # a SQL catalog keys its rows by its name
+    table = catalog.load_table(settings["table"])
+    rows = table.scan().to_arrow()
+    files = [task.file.file_path for task in table.scan().plan_files()]
+    print(json.dumps({"rows": rows.num_rows, "columns": rows.column_names, "location": table.location(),
+                      "files": files}))
+    """)
+
+
+@pytest.mark.spark
+def test_crowd_release_on_spark_into_s3_and_postgres_read_back_by_another_process(
+    tmp_path: Path, services: tuple[S3Server, PostgresServer]
+) -> None:
+    s3, postgres = services
+    env = environment(s3, postgres)
+    lake, config = prepared_lake(tmp_path, s3, postgres, "spark")
+
+    run = privlake(env, "run", str(config), "--lake", str(lake), "--engine", "spark", "--master", "local[2]",
+                   "--release-id", "objstore-1", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "published" and result["release_id"] == "objstore-1"
+    table = result["table"]
+
+    # a fresh process, plain pyiceberg, nothing of privlake: the release by its table name
+    reader_settings = {"table": table, "catalog": {
+        "type": "sql", "uri": postgres.uri(), "s3.endpoint": s3.endpoint, "s3.access-key-id": s3.access_key,
+        "s3.secret-access-key": s3.secret_key, "s3.region": s3.region}}
+    read = subprocess.run([sys.executable, "-c", READ_BACK, json.dumps(reader_settings)], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert read.returncode == 0, read.stderr
+    back = json.loads(read.stdout)
+    shown = privlake(env, "show", "objstore-1", "--lake", str(lake), "--json")
+    assert shown.returncode == 0, shown.stderr
+    manifest = json.loads(shown.stdout)
+    assert back["rows"] == manifest["rows"] > 0
+    assert "object_id" in back["columns"]
+    assert back["location"].startswith(f"s3://{BUCKET}/spark/")
+    assert back["files"] and all(file.startswith(f"s3://{BUCKET}/spark/") for file in back["files"])
+    stored = s3.keys(BUCKET)
+    assert all(file.removeprefix(f"s3://{BUCKET}/") in stored for file in back["files"])
+
+    # credentials came from the environment and are in no output and not in the manifest
+    for text in (run.stdout, run.stderr, shown.stdout):
+        assert postgres.password not in text and s3.secret_key not in text and s3.access_key not in text
+    recorded = manifest["config"]["lake"]
+    assert recorded["warehouse"] == f"s3://{BUCKET}/spark"
+    assert recorded["properties"]["s3.secret-access-key"] == "***"
+    assert ":***@" in recorded["catalog"]["uri"]
+
+    # the listing, the ledger and a re-run read the same catalog; staging is left empty
+    listed = json.loads(privlake(env, "releases", "--lake", str(lake), "--json").stdout)
+    assert [entry["release_id"] for entry in listed] == ["objstore-1"]
+    ledger = privlake(env, "ledger", "--lake", str(lake), "--json")
+    assert ledger.returncode == 0 and "objstore-1" in ledger.stdout
+    again = privlake(env, "run", str(config), "--lake", str(lake), "--release-id", "objstore-1")
+    assert again.returncode == 0 and "already published" in again.stdout
+    assert not any((tmp_path / "staging").iterdir())
+
+
+def test_a_catalog_that_does_not_answer_is_transient(
+    tmp_path: Path, services: tuple[S3Server, PostgresServer]
+) -> None:
+    s3, postgres = services
+    env = environment(s3, postgres)
+    dead = lake_file(tmp_path, s3, postgres, "dead", port=free_port())
+    listed = privlake(env, "releases", "--lake", str(dead))
+    assert listed.returncode == 75, listed.stderr
+    assert len(listed.stderr.strip().splitlines()) == 1 and "did not answer" in listed.stderr
+    assert postgres.password not in listed.stderr
+
+    lake, config = prepared_lake(tmp_path, s3, postgres, "local")
+    dead_config = yaml.safe_load(lake.read_text())
+    dead_config["lake"]["catalog"]["uri"] = dead_config["lake"]["catalog"]["uri"].replace(
+        f":{postgres.port}/", f":{free_port()}/")
+    (tmp_path / "dead-lake.yaml").write_text(yaml.safe_dump(dead_config))
+    refused = privlake(env, "run", str(config), "--lake", str(tmp_path / "dead-lake.yaml"), "--release-id", "x-1")
+    assert refused.returncode == 75, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    # the local engine into the same services: published, listed, its files in the bucket
+    run = privlake(env, "run", str(config), "--lake", str(lake), "--release-id", "objstore-local")
+    assert run.returncode == 0, run.stderr
+    assert any(key.startswith("local/releases/") and key.endswith(".parquet") for key in s3.keys(BUCKET))
