@@ -19,6 +19,8 @@ from typing import Any
 from pipelines.platform import log
 from pipelines.platform.errors import PrivlakeError, ReleaseNotFound, expected_failure
 from pipelines.platform.progress import StageProgress
+from pipelines.platform.report import guarantee_words as _guarantee_words
+from pipelines.platform.report import shown as _shown
 
 
 def _summary_line(outcome: Any) -> str:
@@ -225,39 +227,43 @@ def _command_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(manifest, default=str))
         return 0
+    print(f"{'guarantee':20} {_guarantee_words(manifest)}")
+    for key, value in _show_rows(manifest):
+        print(f"{key:20} {_shown(value)}")
+    return 0
+
+
+def _show_rows(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The manifest keys ``show`` lists (and ``report`` puts under the guarantee), in order: the
+    common ones, then the kind's own."""
     from pipelines.kinds import KindUnavailable, release_kind
 
     try:
         kind_keys = release_kind(manifest.get("kind", "crowd")).show_keys
     except (KindUnavailable, KeyError):  # a kind whose extra is not installed here: its common keys only
         kind_keys = ()
-    print(f"{'guarantee':20} {_guarantee_words(manifest)}")
-    for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta", "privacy_unit", "rows",
-                *kind_keys, "engine", "table", "charged", "test_lake", "code_version"):
-        print(f"{key:20} {_shown(manifest.get(key))}")
+    return [(key, manifest.get(key)) for key in ("release_id", "kind", "dataset", "status", "epsilon", "delta",
+                                                 "privacy_unit", "rows", *kind_keys, "engine", "table", "charged",
+                                                 "test_lake", "code_version")]
+
+
+def _command_report(args: argparse.Namespace) -> int:
+    """One self-contained HTML page for a release (``pipelines/platform/report.py``): the operator's
+    page by default (figures from raw data, the ledger, timings), the public part with ``--public``.
+    Reads the lake only; the page is written whole or not at all."""
+    from pipelines.kinds import report_figures
+    from pipelines.platform.report import build_page, read_inputs, write_atomically
+
+    lake = _lake(args)
+    manifest = _manifest(lake, args.release_id)
+    out = Path(args.out)
+    if not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise PrivlakeError(f"{out}: the folder {out.parent} does not exist")
+    inputs = read_inputs(lake, manifest, _show_rows(manifest), public=args.public)
+    page = build_page(inputs, report_figures(str(manifest.get("kind"))))
+    write_atomically(out, page)
+    print(f"wrote the {'public' if args.public else 'operator'} report of {args.release_id} to {out}")
     return 0
-
-
-def _shown(value: Any) -> str:
-    """A manifest value for people: floats to 4 significant digits, mappings and lists compact."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{key}={_shown(item)}" for key, item in value.items() if key != "steps")
-    if isinstance(value, list):
-        return "[" + ", ".join(_shown(item) for item in value) + "]"
-    return str(value)
-
-
-def _guarantee_words(manifest: dict[str, Any]) -> str:
-    """The whole-release guarantee in one sentence."""
-    epsilon, delta = manifest.get("epsilon"), manifest.get("delta")
-    if epsilon is None or delta is None:
-        return "no finite guarantee stated"
-    scope = manifest.get("headline_scope", "whole release")
-    unit = manifest.get("privacy_unit") or "one record"
-    return (f"(epsilon={_shown(float(epsilon))}, delta={_shown(float(delta))})-differential privacy for "
-            f"{unit}; scope: {scope}")
 
 
 def _show_internal(lake: Any, args: argparse.Namespace) -> int:
@@ -473,6 +479,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--lake", required=True)
     export.add_argument("--out", required=True)
     export.set_defaults(handler=_command_export)
+
+    report = commands.add_parser(
+        "report", help="write one self-contained HTML page about a release (operator-only figures unless --public)")
+    report.add_argument("release_id")
+    report.add_argument("--lake", required=True)
+    report.add_argument("--out", required=True, help="the HTML file to write (its folder must exist)")
+    report.add_argument("--public", action="store_true",
+                        help="only the public part: the manifest and the released rows, nothing from privlake.internal, "
+                             "the ledger or the budgets")
+    report.set_defaults(handler=_command_report)
 
     ledger = commands.add_parser("ledger", help="show the privacy ledger")
     ledger.add_argument("--lake", required=True)

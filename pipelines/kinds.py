@@ -30,14 +30,20 @@ class KindEntry:
     requires: tuple[str, ...] = ()
     """Modules of an optional extra the kind's pipeline needs (the filter kind: torch)."""
     extra: str | None = None
+    report: str | None = None
+    """A light module whose ``report_sections(manifest, released, internal)`` draws the kind's part
+    of ``privlake report`` (numpy and pandas only: it runs where the kind's extra may be missing)."""
 
 
 KINDS: dict[str, KindEntry] = {
-    "crowd": KindEntry("schemas.crowd.config:CrowdConfig", "pipelines.crowd.pipeline", "pipelines.crowd.commands"),
-    "tabular": KindEntry("schemas.tabular.config:TabularConfig", "pipelines.tabular.pipeline"),
-    "ldp": KindEntry("schemas.ldp.config:LdpConfig", "pipelines.ldp.pipeline", "pipelines.ldp.commands"),
+    "crowd": KindEntry("schemas.crowd.config:CrowdConfig", "pipelines.crowd.pipeline", "pipelines.crowd.commands",
+                       report="pipelines.crowd.report_page"),
+    "tabular": KindEntry("schemas.tabular.config:TabularConfig", "pipelines.tabular.pipeline",
+                         report="pipelines.tabular.report_page"),
+    "ldp": KindEntry("schemas.ldp.config:LdpConfig", "pipelines.ldp.pipeline", "pipelines.ldp.commands",
+                     report="pipelines.ldp.report_page"),
     "filter": KindEntry("schemas.filter.config:FilterConfig", "pipelines.filter.pipeline", "pipelines.filter.commands",
-                        requires=("torch",), extra="filter"),
+                        requires=("torch",), extra="filter", report="pipelines.filter.report_page"),
 }
 
 
@@ -73,6 +79,16 @@ def release_kind(kind: str) -> ReleaseKind:
     when its optional extra is missing)."""
     require_kind(kind)
     return importlib.import_module(KINDS[kind].pipeline).KIND
+
+
+def report_figures(kind: str) -> Any:
+    """The kind's figure function for ``privlake report`` (``report_sections(manifest, released,
+    internal)``), or ``None`` for an unknown kind or one without a report module. It never needs the
+    kind's optional extra: a filter release's report renders without torch."""
+    entry = KINDS.get(kind)
+    if entry is None or entry.report is None:
+        return None
+    return importlib.import_module(entry.report).report_sections
 
 
 def add_kind_commands(commands: Any) -> None:

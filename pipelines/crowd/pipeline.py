@@ -39,6 +39,7 @@ from pipelines.crowd.blocks import (
     SynthesisSide,
     bound_block,
     global_pass_block,
+    object_weights,
     prepare_block,
     prepared_schema,
     released_rows,
@@ -46,6 +47,7 @@ from pipelines.crowd.blocks import (
     synthesis_block,
 )
 from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, read_crowd_claims
+from pipelines.crowd.report_page import learned_density_samples
 from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
 from pipelines.engines.arrow import write_group_files
 from pipelines.engines.base import Collection, Engine
@@ -493,6 +495,12 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "global_weights": {"iterations": iterations, "sources": int(len(quality.source_ids))},
         "validation": {"input": prepared.validation.to_json()},
         "evaluation": evaluation,
+        # `privlake report`: a few released objects' learned densities (a curve each, never claims)
+        "report": learned_density_samples(
+            prepared.claims, released_frame,
+            lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),
+                                         synthesis_side(context, plan, quality)),
+            plan.bandwidth, tuple(config.privacy.value_range), prepared.truth),
     }
     return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)

@@ -49,6 +49,7 @@ from pipelines.ldp.input import (
     read_mechanism_catalog,
     reports_fingerprint,
 )
+from pipelines.ldp.report_page import truth_summary
 from pipelines.ldp.validation import validate_ldp_input, validate_ldp_output
 from pipelines.platform.errors import InputError, PrivlakeError
 from pipelines.platform.lake import Lake
@@ -295,6 +296,7 @@ def _publish(
     with timer.stage("validate output"):
         output_validation = validate_ldp_output(estimate, layout=secrets.layout, secrets=size)
     evaluation: dict[str, Any] = {}
+    truth = None
     if config.evaluation.truth_path is not None:
         truth = read_distribution(config.evaluation.truth_path, secrets, size)
         evaluation = evaluate_estimate(result.estimate, truth, secrets)
@@ -339,6 +341,7 @@ def _publish(
         "note": "operator figures: the evaluation reads the raw secrets (evaluation.truth_path)",
         "validation": {"input": prepared.validation.to_json()},
         "evaluation": evaluation,
+        "report": truth_summary(truth),  # `privlake report`: the truth beside the estimate
     }
     return ReleaseResult([data_file], schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)

@@ -57,6 +57,7 @@ from pipelines.tabular.blocks import (
     table_count_rows,
 )
 from pipelines.tabular.input import read_schema, read_tabular_records
+from pipelines.tabular.report_page import marginal_summaries
 from pipelines.tabular.validation import validate_tabular_output
 from schemas.tabular.config import TabularConfig
 from schemas.tabular.schema import CategoricalAttribute, TabularSchema
@@ -437,6 +438,8 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             },
         },
         "evaluation": evaluation,
+        # `privlake report`: marginals and associations of the original and released records (shares, not rows)
+        "report": marginal_summaries(schema, prepared.codes, released_frame) if len(released_frame) else {},
     }
     return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)
