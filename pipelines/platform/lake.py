@@ -454,24 +454,33 @@ class Lake:
     # ---- reading --------------------------------------------------------------------------
 
     def release_tables(self) -> list[tuple[str, ...]]:
-        """The identifiers of every table in the ``releases`` namespace, published or not."""
+        """The identifiers of every release table in the ``releases`` namespace, published or not
+        (not the namespace's own tables, whose names start with ``_``, as no release's can)."""
         try:
-            return [tuple(identifier) for identifier in self.catalog.list_tables(RELEASES_NAMESPACE)]
+            listed = self.catalog.list_tables(RELEASES_NAMESPACE)
         except NoSuchNamespaceError:
             return []
+        return [tuple(identifier) for identifier in listed if not identifier[-1].startswith("_")]
+
+    def published_release_at(self, identifier: tuple[str, ...]) -> PublishedRelease | None:
+        """The published release in table ``identifier``; ``None`` if the table is gone or holds no
+        manifest (not published by this protocol)."""
+        try:
+            table = self.catalog.load_table(identifier)
+        except NoSuchTableError:
+            return None
+        if MANIFEST_PROPERTY not in table.properties:
+            return None
+        return _published_release(table, ".".join(identifier))
 
     def published_releases(self) -> list[PublishedRelease]:
         """Every published release, newest first (ties broken by release id). A release whose
         stored manifest cannot be read is listed with its ``problem`` named, never skipped."""
         releases = []
         for identifier in self.release_tables():
-            try:
-                table = self.catalog.load_table(identifier)
-            except NoSuchTableError:
-                continue
-            if MANIFEST_PROPERTY not in table.properties:
-                continue
-            releases.append(_published_release(table, ".".join(identifier)))
+            release = self.published_release_at(identifier)
+            if release is not None:
+                releases.append(release)
         releases.sort(key=lambda release: release.release_id)
         releases.sort(key=lambda release: release.published_at, reverse=True)
         return releases

@@ -51,6 +51,7 @@ from pipelines.platform.lake import (
     release_table_name,
 )
 from pipelines.platform.ledger import PrivacyLedger
+from pipelines.platform.release_index import ReleaseIndex
 
 LEASE_SECONDS_VARIABLE = "PRIVLAKE_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 300.0
@@ -169,11 +170,12 @@ class Recovery:
     staging_removed: list[str] = field(default_factory=list)
     orphan_files_removed: int = 0
     leases_removed: int = 0
+    index_rows_added: int = 0
 
     @property
     def did_anything(self) -> bool:
         return bool(self.completed or self.refunded or self.staging_removed or self.orphan_files_removed
-                    or self.leases_removed)
+                    or self.leases_removed or self.index_rows_added)
 
     def lines(self) -> list[str]:
         """One line per action, for the operator (release ids and datasets only; no data)."""
@@ -186,6 +188,8 @@ class Recovery:
             out.append(f"removed {self.orphan_files_removed} orphan file(s) under the release tables")
         if self.leases_removed:
             out.append(f"removed {self.leases_removed} expired lease(s)")
+        if self.index_rows_added:
+            out.append(f"added {self.index_rows_added} published release(s) missing from releases._index")
         out += [f"left alone: release {release} is running (live lease)" for release in self.live]
         return out
 
@@ -193,7 +197,8 @@ class Recovery:
         return {"completed": [{"dataset": d, "release_id": r} for d, r in self.completed],
                 "refunded": [{"dataset": d, "release_id": r} for d, r in self.refunded],
                 "running": self.live, "staging_removed": self.staging_removed,
-                "orphan_files_removed": self.orphan_files_removed, "leases_removed": self.leases_removed}
+                "orphan_files_removed": self.orphan_files_removed, "leases_removed": self.leases_removed,
+                "index_rows_added": self.index_rows_added}
 
 
 def recover(lake: Lake, now: float | None = None) -> Recovery:
@@ -218,6 +223,7 @@ def recover(lake: Lake, now: float | None = None) -> Recovery:
                 shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
                 done.staging_removed.append(folder.name)
     done.orphan_files_removed = _remove_orphan_files(lake, now - grace, {release_table_name(r) for r in live})
+    done.index_rows_added = ReleaseIndex(lake).reconcile()
     folder = leases_folder(lake)
     if folder.is_dir():
         for path in folder.iterdir():
@@ -262,7 +268,7 @@ def _remove_orphan_files(lake: Lake, older_than: float, running_tables: set[str]
         return 0
     removed = 0
     for table_folder in releases_folder.iterdir():
-        if not table_folder.is_dir() or table_folder.name in running_tables:
+        if not table_folder.is_dir() or table_folder.name in running_tables or table_folder.name.startswith("_"):
             continue
         data = table_folder / "data"
         children = sorted(data.iterdir()) if data.is_dir() else []

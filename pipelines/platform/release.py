@@ -53,6 +53,7 @@ from pipelines.platform.lake import Lake, ReleaseAlreadyPublished, open_lake
 from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
 from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
 from pipelines.platform.recovery import Lease, recover
+from pipelines.platform.release_index import ReleaseIndex
 from schemas.base import EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
@@ -487,6 +488,7 @@ def finish_release(context: ReleaseContext, result: ReleaseResult,
     _after_publish(context, lambda: context.ledger.published(context.config.dataset, release_id))
     _after_publish(context, lambda: records.record(release_id, context.config.dataset, context.kind, "published",
                                                    internal))
+    _after_publish(context, lambda: ReleaseIndex(lake).add([lake.release(release_id)]))
     _after_publish(context, lambda: lake.discard_staging(release_id))
     return ReleaseOutcome(release_id, "published", manifest, internal=internal, summary=line)
 

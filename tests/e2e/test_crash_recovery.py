@@ -24,6 +24,7 @@ from pipelines.cli import main
 from pipelines.platform.lake import Lake, release_table_name
 from pipelines.platform.ledger import PUBLISHED, RESERVED, PrivacyLedger
 from pipelines.platform.recovery import LEASE_SECONDS_VARIABLE, Lease, leases_folder, recover
+from pipelines.platform.release_index import ReleaseIndex
 from tests.e2e.conftest import write_config
 
 LEASE = 0.5
@@ -45,10 +46,13 @@ def killed_run(config: Path, release_id: str, point: str) -> subprocess.Complete
 
 
 def owned_files(lake: Lake) -> set[Path]:
-    """Every data file a published release's current snapshot references."""
+    """Every data file a published release's (or the release index's) current snapshot references."""
     owned = set()
-    for release in lake.published_releases():
-        table = lake.catalog.load_table(tuple(release.table.split(".")))
+    tables = [tuple(release.table.split(".")) for release in lake.published_releases()]
+    if lake.catalog.table_exists(("releases", "_index")):
+        tables.append(("releases", "_index"))
+    for identifier in tables:
+        table = lake.catalog.load_table(identifier)
         for task in table.scan().plan_files():
             owned.add(Path(task.file.file_path.removeprefix("file://")).resolve())
     return owned
@@ -60,6 +64,7 @@ def assert_settled(lake_path: Path) -> None:
         latest = PrivacyLedger(lake).entries().drop_duplicates(["dataset", "release_id"], keep="last")
         assert RESERVED not in set(latest["status"]), latest
         published_ids = {release.release_id for release in lake.published_releases()}
+        assert ReleaseIndex(lake).release_ids() == published_ids, "releases._index must list exactly the published"
         assert set(latest.loc[latest["status"] == PUBLISHED, "release_id"]) == published_ids
         assert list(lake.staging_root.iterdir()) == [], "raw data must not linger in staging"
         folder = leases_folder(lake)

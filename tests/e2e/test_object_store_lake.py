@@ -86,8 +86,9 @@ READ_BACK = textwrap.dedent("""\
     table = catalog.load_table(settings["table"])
     rows = table.scan().to_arrow()
     files = [task.file.file_path for task in table.scan().plan_files()]
+    index = catalog.load_table("releases._index").scan().to_arrow().to_pylist()
     print(json.dumps({"rows": rows.num_rows, "columns": rows.column_names, "location": table.location(),
-                      "files": files}))
+                      "files": files, "index": [[row["release_id"], row["table"]] for row in index]}))
     """)
 
 
@@ -119,6 +120,7 @@ def test_crowd_release_on_spark_into_s3_and_postgres_read_back_by_another_proces
     manifest = json.loads(shown.stdout)
     assert back["rows"] == manifest["rows"] > 0
     assert "object_id" in back["columns"]
+    assert back["index"] == [["objstore-1", table]]  # consumers find releases through the index
     assert back["location"].startswith(f"s3://{BUCKET}/spark/")
     assert back["files"] and all(file.startswith(f"s3://{BUCKET}/spark/") for file in back["files"])
     stored = s3.keys(BUCKET)
