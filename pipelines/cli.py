@@ -62,6 +62,9 @@ def _engine_text(request: tuple[str, dict[str, Any]]) -> str:
 
 
 def _command_run(args: argparse.Namespace) -> int:
+    from pipelines.platform.validation import start_gate_worker
+
+    start_gate_worker()  # GX imports in its own process while this one imports, reads and plans
     from pipelines.platform.config import load_config
 
     if args.release_id is not None:
@@ -435,6 +438,15 @@ def _version() -> str:
     return installed if commit in (installed, "unknown") else f"{installed} ({commit})"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: worked out only when asked (it imports the release code, seconds of imports
+    every other command would pay while building the parser)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"privlake {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="privlake", description="Privacy-protected data releases into a lake.",
@@ -444,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                "3 quarantined,\n4 refused by budget or policy, 5 nothing to release, 75 transient failure (retry), "
                "1 a bug",
     )
-    parser.add_argument("--version", action="version", version=f"privlake {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and the code's commit")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser(

@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.platform.errors import PrivlakeError
-from pipelines.platform.release import ReleaseKind
+
+if TYPE_CHECKING:  # the release code is heavy: the command line imports this registry to build its parser
+    from pipelines.platform.release import ReleaseKind
 
 
 @dataclass(frozen=True)

@@ -11,25 +11,48 @@ only when it is a type name); a failing output is quarantined.
 The suites themselves are data (``schemas/expectations.py`` and each kind's
 ``schemas/<kind>/expectations.py``); this module runs them with an ephemeral GX context over a
 pandas data source, and each kind's ``pipelines/<kind>/validation.py`` says which suites run on
-which frame. Importing GX and building the context takes
-seconds, so both happen once per process, on first use (:func:`gx_batch_definition`).
+which frame. Importing GX and building the context takes seconds, so both happen once per process,
+on first use (:func:`gx_batch_definition`).
+
+Off the critical path (issue 16, "Fast start"): ``privlake run`` starts the gate's *worker* first
+thing (:func:`start_gate_worker`), a child process that imports GX and builds its context while
+the release imports its own libraries, opens the lake, reserves its charge and reads the input —
+on another core, which a thread cannot give (importing is Python code, serialized by the GIL).
+A suite then runs in the worker on a pickled copy of the frame (exact: same dtypes, same values)
+with the same :func:`run_suite` code, and only GX's per-expectation outcomes come back; the
+issues and their one-line messages are written here, as before. The worker is used for frames of
+at most :data:`WORKER_MAX_ROWS` rows (beyond that, copying the frame costs more than the import
+saves) and never when GX is already imported in this process; if it cannot start, dies or fails
+a suite, the suite runs here — the gate is the same either way. The worker holds no secret, writes
+nothing, and exits when this process closes its pipe (or dies). ``PRIVLAKE_GATE_WORKER=0``
+turns it off. Its GX sees PySpark, boto3 and SQLAlchemy as not installed (GX imports them when present, for
+data sources privlake never uses), so a release on the local engine imports no Spark anywhere.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from pipelines.platform.errors import one_line
 from schemas.expectations import ExpectationSpec, ExpectationSuiteSpec
 from schemas.tables import ROW_NUMBER
+
+if TYPE_CHECKING:
+    import pandas as pd
+# NumPy and pandas are imported where used: ``privlake run`` imports this module first thing, to
+# start the gate's worker before anything heavy loads.
 
 PARTIAL_UNEXPECTED_COUNT = 20
 SAMPLE_ROWS_IN_CHECKS = 5
@@ -140,7 +163,18 @@ def _expectation(spec: ExpectationSpec, position: int) -> Any:
 
 
 def run_suite(frame: pd.DataFrame, suite: ExpectationSuiteSpec) -> list[tuple[ExpectationSpec, dict[str, Any]]]:
-    """Run one suite on ``frame``; ``(spec, GX result dict)`` pairs in the suite's order."""
+    """Run one suite on ``frame``; ``(spec, GX result dict)`` pairs in the suite's order. In the
+    gate's worker when it runs and the frame is small enough, else in this process."""
+    worker = _WORKER
+    if worker is not None and len(frame) <= WORKER_MAX_ROWS:
+        outcomes = worker.run(frame, suite)
+        if outcomes is not None:
+            return list(zip(suite.expectations, outcomes, strict=True))
+    return run_suite_here(frame, suite)
+
+
+def run_suite_here(frame: pd.DataFrame, suite: ExpectationSuiteSpec) -> list[tuple[ExpectationSpec, dict[str, Any]]]:
+    """:func:`run_suite` in this process."""
     import great_expectations as gx
 
     expectations = [_expectation(spec, position) for position, spec in enumerate(suite.expectations)]
@@ -167,7 +201,158 @@ def run_suite(frame: pd.DataFrame, suite: ExpectationSuiteSpec) -> list[tuple[Ex
     return [(spec, by_position[position]) for position, spec in enumerate(suite.expectations)]
 
 
+# ----------------------------------------------------------------------------- the gate's worker
+
+WORKER_MAX_ROWS = 1_000_000
+"""Frames up to this many rows are validated in the worker (a pickled copy); larger ones here."""
+WORKER_VARIABLE = "PRIVLAKE_GATE_WORKER"
+HIDDEN_FROM_GX = ("pyspark", "boto3", "botocore", "sqlalchemy")
+"""Libraries the worker's GX must not import: optional for GX (its Spark, S3 and SQL data sources,
+which privlake does not use) and heavy to import."""
+_HEADER = struct.Struct("!Q")
+_WORKER: _GateWorker | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _send(stream: Any, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: Any) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError("the gate's worker closed its pipe")
+    size = _HEADER.unpack(header)[0]
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the gate's worker closed its pipe")
+    return pickle.loads(data)
+
+
+def _suite_payload(suite: ExpectationSuiteSpec) -> tuple:
+    """The suite as plain, picklable values (a spec's keyword arguments are a read-only mapping)."""
+    return (suite.name, [(spec.expectation_type, dict(spec.kwargs), spec.message, spec.row_condition)
+                         for spec in suite.expectations], tuple(suite.index_columns))
+
+
+def _suite_from_payload(payload: tuple) -> ExpectationSuiteSpec:
+    from types import MappingProxyType
+
+    name, expectations, index_columns = payload
+    return ExpectationSuiteSpec(name, tuple(ExpectationSpec(kind, MappingProxyType(kwargs), message, condition)
+                                            for kind, kwargs, message, condition in expectations), index_columns)
+
+
+class _GateWorker:
+    """The child process that runs suites (``python -c`` of :func:`serve_gate_worker`), one
+    request at a time: ``(suite, frame)`` in, ``("ok", outcomes)`` or ``("failed", reason)`` out."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.broken = False
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from pipelines.platform.validation import serve_gate_worker; serve_gate_worker()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+
+    def run(self, frame: pd.DataFrame, suite: ExpectationSuiteSpec) -> list[dict[str, Any]] | None:
+        """GX's outcomes for ``suite`` on ``frame`` in the suite's order; ``None`` when the
+        worker cannot give them (the caller then runs the suite itself)."""
+        try:
+            request = pickle.dumps((_suite_payload(suite), frame), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PickleError, AttributeError, TypeError, ValueError):
+            return None
+        with self.lock:
+            if self.broken:
+                return None
+            try:
+                self.process.stdin.write(_HEADER.pack(len(request)))
+                self.process.stdin.write(request)
+                self.process.stdin.flush()
+                status, payload = _receive(self.process.stdout)
+            except (OSError, EOFError, pickle.PickleError, AttributeError, TypeError, ValueError):
+                self._stop()
+                return None
+        if status != "ok" or len(payload) != len(suite.expectations):
+            return None
+        return payload
+
+    def _stop(self) -> None:
+        self.broken = True
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.broken:
+                self._stop()
+
+
+def start_gate_worker() -> None:
+    """Start the gate's worker (once per process; see the module's docstring). Nothing happens
+    when it already runs, when GX is already imported here (the gate is then fast in process) or
+    when ``PRIVLAKE_GATE_WORKER=0``."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is not None or "great_expectations" in sys.modules or os.environ.get(WORKER_VARIABLE, "1") == "0":
+            return
+        try:
+            _WORKER = _GateWorker()
+        except OSError:
+            return
+        atexit.register(stop_gate_worker)
+
+
+def stop_gate_worker() -> None:
+    """Stop the gate's worker, if one runs (suites then run in this process)."""
+    global _WORKER
+    with _WORKER_LOCK:
+        worker, _WORKER = _WORKER, None
+    if worker is not None:
+        worker.close()
+
+
+def serve_gate_worker() -> None:
+    """The worker's loop: import GX and build its context at once, then answer requests until
+    the parent closes the pipe. Standard output carries only the protocol (anything printed goes
+    to standard error, which the parent discards)."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    for name in HIDDEN_FROM_GX:
+        sys.modules.setdefault(name, None)  # type: ignore[assignment]  # "not installed", for GX
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gx_batch_definition()
+    except Exception:  # noqa: BLE001, S110 - each request then fails and the parent validates itself
+        pass
+    while True:
+        try:
+            suite, frame = _receive(requests)
+        except EOFError:
+            return
+        try:
+            reply = ("ok", [outcome for _, outcome in run_suite_here(frame, _suite_from_payload(suite))])
+            _send(replies, reply)
+        except Exception as error:  # noqa: BLE001 - the parent runs the suite itself
+            _send(replies, ("failed", type(error).__name__))
+
+
 def _python_value(value: Any) -> Any:
+    import numpy as np
+
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -302,6 +487,8 @@ def _first_offending_row(spec: ExpectationSpec, ordered: list[dict[str, Any]]) -
 def with_row_numbers(frame: pd.DataFrame) -> pd.DataFrame:
     if ROW_NUMBER in frame.columns:
         return frame
+    import numpy as np
+
     return frame.assign(**{ROW_NUMBER: np.arange(1, len(frame) + 1, dtype=np.int64)})
 
 
