@@ -156,3 +156,13 @@ def test_a_dead_worker_leaves_the_gate_to_this_process(monkeypatch: pytest.Monke
     result = validate_crowd_input(frame, file_name="claims.csv", duplicates_policy="reject")
     assert not result.success and "infinite" in result.first_line()
     assert dead.broken
+
+
+def test_the_grid_distance_imports_pot_without_torch_only_when_called() -> None:
+    """POT (and with it scikit-learn and networkx) loads only for a grid's EMD, never torch."""
+    code = ("import sys, numpy as np\nfrom transforms.ldp import distribution_metrics as m\nbefore = 'ot' in sys.modules\n"
+            "m.earth_movers_distance_grid(np.full(4, 0.25), np.array([1.0, 0, 0, 0]), 2, 2)\n"
+            "print(before, 'ot' in sys.modules, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "False"]

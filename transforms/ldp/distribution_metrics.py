@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import os
 
-# POT imports torch (+3.6 s, +200 MiB) for a backend this module never uses, unless told not to
-os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
-
-import numpy as np  # noqa: E402
-import ot  # noqa: E402
+import numpy as np
 
 from transforms.ldp.mechanisms import grid_distances
 
@@ -57,6 +53,11 @@ def earth_movers_distance_grid(
     if len(first) != rows * columns:
         raise ValueError(f"distributions over a {rows}x{columns} grid need {rows * columns} entries")
     cost = grid_ground_distance(rows, columns, cell_side)
+    # POT imports torch (+3.6 s, +200 MiB) for a backend this module never uses, unless told not to;
+    # and scikit-learn and networkx besides (about a second): imported here, only for a grid
+    os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
+    import ot
+
     return float(ot.emd2(first, second, cost, numItermax=10_000_000))
 
 
