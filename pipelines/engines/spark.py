@@ -28,6 +28,14 @@ never the configuration: that is recorded in the manifest) and hands to the JVM 
 it has started, so it is not on any command line either. A session on a cluster master without
 the three settings is refused (``EngineRefused``) unless ``allow_unencrypted``.
 
+Inside spark-submit (``infra/spark_submit/privlake_submit.py``: spark-submit's JVM starts this
+process and hands it its gateway, ``PYSPARK_GATEWAY_PORT``), spark-submit's master and settings
+(``--master``, ``--conf``, ``--properties-file``, ``spark-defaults.conf``) win over privlake's
+defaults and ``engine.spark.conf``; privlake's own master (``--master``, ``engine.spark.master``)
+must then be left at its default or equal spark-submit's (``resolve_submitted``). The protection
+check runs on the settings the session will really have, and the shared secret still comes from
+its file through Py4J, never from spark-submit's command line (refused there).
+
 A side value's key material (the release secret: ``base.split_key_material``) is never broadcast:
 PySpark writes a broadcast to a file in the local dir (encrypted with io encryption, in clear
 without), where it outlives a crashed driver. It travels in the task closure instead, which
@@ -37,6 +45,7 @@ worker over its local socket; the rest of the side is broadcast as before.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -53,7 +62,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import pyarrow as pa
 
-from pipelines.engines import arrow
+from pipelines.engines import arrow, storage
 from pipelines.engines.base import (
     BatchFunction,
     Collection,
@@ -84,6 +93,13 @@ AUTH_SECRET_SETTING = "spark.authenticate.secret"
 AUTH_SECRET_FILE_VARIABLE = "PRIVLAKE_SPARK_AUTH_SECRET_FILE"
 """Names the operator-only file that holds a standalone cluster's shared authentication secret
 (``infra/spark_standalone.sh`` writes one into its state folder)."""
+DEFAULT_MASTER = "local[*]"
+"""The master privlake uses when none is given (``engine.spark.master``'s default)."""
+SUBMIT_GATEWAY_VARIABLE = "PYSPARK_GATEWAY_PORT"
+"""Set by spark-submit (its ``PythonRunner``) in the environment of the Python application it starts."""
+_LAUNCH_ONLY_DEFAULTS = ("spark.driver.memory",)
+"""Defaults that only act when privlake launches the driver JVM itself (not inside spark-submit)."""
+_log = logging.getLogger("privlake")
 
 
 def _spark_type(data_type: pa.DataType) -> Any:
@@ -265,6 +281,68 @@ def check_protection(master: str, settings: Mapping[str, Any], allow_unencrypted
         )
 
 
+def require_pyspark() -> None:
+    """Raise ``EngineError`` (one line naming the extra) when PySpark is not installed: it is the
+    ``spark`` extra, not part of the core install."""
+    try:
+        import pyspark  # noqa: F401
+    except ModuleNotFoundError as error:
+        if error.name != "pyspark":
+            raise
+        raise EngineError(
+            "the spark engine needs PySpark, which is not installed: pip install 'privlake[spark]' "
+            "(or a cluster's own pyspark, with its connect extras)"
+        ) from None
+
+
+def under_spark_submit() -> bool:
+    """Whether this process is a Python application that spark-submit started (its JVM is running
+    and waiting for this process to build the SparkContext)."""
+    return bool(os.environ.get(SUBMIT_GATEWAY_VARIABLE))
+
+
+def submitted_settings() -> dict[str, str] | None:
+    """The Spark settings spark-submit started this application with (``spark.master`` among them:
+    its ``--master``, ``--conf`` values, properties file and ``spark-defaults.conf``), read from
+    spark-submit's JVM; ``None`` outside spark-submit."""
+    if not under_spark_submit():
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's gateway: launches nothing
+    settings = {str(name): str(value) for name, value in SparkConf().getAll()}
+    return settings if "spark.master" in settings else None
+
+
+def resolve_submitted(
+    requested_master: str, conf: Mapping[str, Any], parallelism: int | None, submitted: Mapping[str, str]
+) -> tuple[str, dict[str, str]]:
+    """The master and settings of a session inside spark-submit: spark-submit's master; privlake's
+    defaults for that master, overridden by ``conf`` (``engine.spark.conf``), overridden by every
+    setting spark-submit was given. A privlake master other than the default ``local[*]`` that
+    differs from spark-submit's is an error: one master, chosen in one place."""
+    master = submitted["spark.master"]
+    if requested_master not in (DEFAULT_MASTER, master):
+        raise EngineError(
+            f"the release asks for Spark master {requested_master} (--master or engine.spark.master) but runs "
+            f"inside spark-submit, whose master is {master}: give the master to spark-submit only"
+        )
+    ours = session_settings(master, conf, parallelism)
+    for name in _LAUNCH_ONLY_DEFAULTS:
+        if name not in conf:
+            ours.pop(name, None)
+    return master, {**ours, **submitted}
+
+
+def _secret_on_submit_command_line() -> bool:
+    """Whether spark-submit's own command line (readable by every local user) names the
+    authentication secret."""
+    from pyspark import SparkContext
+
+    command = SparkContext._jvm.java.lang.System.getProperty("sun.java.command") or ""
+    return AUTH_SECRET_SETTING in command
+
+
 def _needs_shared_secret(master: str) -> bool:
     """Masters for which Spark neither generates nor distributes the authentication secret."""
     return master.startswith("spark://") or master.startswith("local-cluster[")
@@ -362,10 +440,16 @@ class SparkCollection(Collection):
     frame: Any
     clustered_key: str | None = None
     engine_id: int = field(default=0, repr=False)
-    group_files: tuple[str, ...] | None = None
+    group_files: tuple[str | storage.Location, ...] | None = None
     origin: SparkCollection | None = field(default=None, repr=False)
     stages: tuple[Any, ...] = field(default=(), repr=False)
 
+
+
+def _identity_batches(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """A file's tables as record batches (the stage of a collection read straight from files)."""
+    for table in tables:
+        yield from table.to_batches()
 
 class SparkEngine(Engine):
     """Engine on a SparkSession: the given ``session`` (never stopped by ``close``), or one it
@@ -417,7 +501,18 @@ class SparkEngine(Engine):
         allow_unencrypted: bool,
         auth_secret_file: str | Path | None,
     ) -> tuple[Any, bool]:
-        settings = session_settings(master, conf, parallelism)
+        require_pyspark()
+        submitted = submitted_settings()
+        if submitted is None:
+            settings = session_settings(master, conf, parallelism)
+        else:
+            master, settings = resolve_submitted(master, conf, parallelism, submitted)
+            if AUTH_SECRET_SETTING in submitted and _secret_on_submit_command_line():
+                raise EngineError(
+                    f"spark-submit was given {AUTH_SECRET_SETTING} on its command line, where every local user "
+                    f"can read it: put the cluster's secret in an operator-only file named by "
+                    f"{AUTH_SECRET_FILE_VARIABLE} or engine.spark.auth_secret_file"
+                )
         check_protection(master, settings, allow_unencrypted)
         check_master_reachable(master)
         auth_secret = settings.pop(AUTH_SECRET_SETTING, None)
@@ -436,6 +531,8 @@ class SparkEngine(Engine):
                 f"a SparkSession on master {running.master} is already running in this process; "
                 f"pass it to the engine or stop it before starting one on {master}"
             )
+        if submitted is not None:
+            return SparkEngine._start_submitted_session(master, settings, auth_secret, conf, submitted), True
         log_path = spark_log_path()
         try:
             with _standard_error_to(log_path):
@@ -459,6 +556,41 @@ class SparkEngine(Engine):
             ) from error
         session.sparkContext.setLogLevel("ERROR")
         return session, True
+
+    @staticmethod
+    def _start_submitted_session(
+        master: str,
+        settings: dict[str, str],
+        auth_secret: str | None,
+        conf: Mapping[str, Any],
+        submitted: Mapping[str, str],
+    ) -> Any:
+        """The session of a spark-submit application, on spark-submit's already running JVM (whose
+        console is spark-submit's own: no log file of privlake's)."""
+        from pyspark import SparkConf, SparkContext
+        from pyspark.sql import SparkSession
+
+        try:
+            context_conf = SparkConf()  # spark-submit's settings, from its JVM
+            for name, value in settings.items():
+                context_conf.set(name, value)
+            if auth_secret is not None:
+                context_conf.set(AUTH_SECRET_SETTING, auth_secret)
+            context = SparkContext.getOrCreate(context_conf)
+            session = SparkSession.builder.getOrCreate()
+        except Exception as error:
+            raise EngineError(
+                f"could not start Spark on master {master} inside spark-submit: {_start_failure_reason(error)}"
+            ) from error
+        context.setLogLevel("ERROR")
+        overridden = sorted(name for name in conf if name in submitted and submitted[name] != str(conf[name]))
+        _log.info(
+            "inside spark-submit: Spark master %s, default parallelism %d, with spark-submit's settings%s",
+            context.master,
+            context.defaultParallelism,
+            f" (overriding engine.spark.conf's {', '.join(overridden)})" if overridden else "",
+        )
+        return session
 
     def warm_up(self, modules: Sequence[str]) -> None:
         """One small job over ``parallelism`` partitions with a shuffle and a sort, whose Python
@@ -515,7 +647,7 @@ class SparkEngine(Engine):
         }
 
     def _collection(
-        self, schema: pa.Schema, frame: Any, clustered_key: str | None = None, group_files: tuple[str, ...] | None = None
+        self, schema: pa.Schema, frame: Any, clustered_key: str | None = None, group_files: tuple[str | storage.Location, ...] | None = None
     ) -> SparkCollection:
         return SparkCollection(
             schema=schema.remove_metadata(),
@@ -541,7 +673,7 @@ class SparkEngine(Engine):
             return source.frame.mapInArrow(run, structure)
         return self._map_files(source.group_files, source.schema, run, structure)
 
-    def _map_files(self, files: tuple[str, ...], schema: pa.Schema, run: Any, structure: Any) -> Any:
+    def _map_files(self, files: tuple[str | storage.Location, ...], schema: pa.Schema, run: Any, structure: Any) -> Any:
         """``run`` over the rows of ``files``, each file read by the Python worker of its own task."""
 
         def run_files(indices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -573,6 +705,11 @@ class SparkEngine(Engine):
         structure = spark_schema(schema)
         if not paths:
             return self._collection(schema, self.session.createDataFrame([], structure))
+        if not all(storage.is_local(path) for path in paths):
+            # object storage: each file read by a Python worker through pyarrow (no Hadoop
+            # connector needed on the cluster), one task per file
+            files = tuple(paths)
+            return self._collection(schema, self._map_files(files, schema, _identity_batches, structure))
         frame = self.session.read.schema(structure).parquet(*[str(Path(path).resolve()) for path in paths])
         return self._collection(schema, frame)
 
@@ -718,37 +855,33 @@ class SparkEngine(Engine):
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> SparkCollection:
         arrow.check_schema(schema)
         arrow.check_key(schema, key)
-        files = tuple(str(Path(path).resolve()) for path in paths)
+        files = tuple(str(Path(path).resolve()) if storage.is_local(path) else path for path in paths)
         if not files:
             return self._collection(schema, self.session.createDataFrame([], spark_schema(schema)), key)
 
-        def identity(batches: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
-            for table in batches:
-                yield from table.to_batches()
-
-        return self._collection(schema, self._map_files(files, schema, identity, spark_schema(schema)), key, files)
+        return self._collection(schema, self._map_files(files, schema, _identity_batches, spark_schema(schema)), key,
+                                files)
 
     def write_parquet(self, collection: Collection, directory: Path, schema: pa.Schema) -> list[Path]:
         from pyspark import TaskContext
 
         source = self._own(collection)
         arrow.check_schema(schema)
-        target = Path(directory).resolve()
-        target.mkdir(parents=True, exist_ok=True)
-        target_text = str(target)
+        target = Path(directory).resolve() if storage.is_local(directory) else directory
+        storage.make_folder(target)
 
         def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             context = TaskContext.get()
             path = arrow.write_parquet_file(
                 batches,
-                target_text,
+                target,
                 arrow.part_file_name(context.partitionId()),
                 schema,
                 attempt=str(context.taskAttemptId()),
             )
             if path is not None:
-                yield pa.RecordBatch.from_pydict({"path": [str(path)]})
+                yield pa.RecordBatch.from_pydict({"path": [path.name]})
 
         origin, stages = _chain(source)
         written = self._python_map(origin, _compose((*stages, write_partition)), "path string").toArrow()
-        return sorted(Path(path) for path in written.column("path").to_pylist())
+        return [target / name for name in sorted(written.column("path").to_pylist())]
