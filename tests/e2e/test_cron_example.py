@@ -1,11 +1,13 @@
 """The cron and systemd examples (``examples/cron/``, ``examples/systemd/``): the wrapper script
-runs real releases on the local engine into a test lake (the release id from the day, exit 75
-retried with backoff, a refusal not retried, a held lock keeps a second run out), and the units
-pass ``systemd-analyze verify`` (where systemd is installed) and a structural check.
+runs a real release on the local engine into a test lake (the release id from the day, a first
+attempt's exit 75 retried, the same day again publishing nothing); its handling of every other
+exit code (final ones logged and not retried, 75 and kills retried with growing delays, then given
+up), its lock and its settings are checked with a stand-in executable; the cron line is checked and
+the units pass ``systemd-analyze verify`` (where systemd is installed) and a structural check.
 
-``privlake`` is reached through a recording wrapper that runs the real command and appends each
-exit code to a file; for a transient failure it makes the first attempts ask for a Spark master
-nobody listens on, and privlake itself exits 75, as when a cluster is down."""
+For the real release ``privlake`` is reached through a recording wrapper that runs the real command
+and appends each exit code to a file; for a transient failure it makes the first attempts ask for a
+Spark master nobody listens on, and privlake itself exits 75, as when a cluster is down."""
 
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def exit_codes(directory: Path) -> list[int]:
 def run_wrapper(directory: Path, config: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
-        "PRIVLAKE_BIN": str(recorder(directory)),
+        "PRIVLAKE_BIN": settings.get("PRIVLAKE_BIN") or str(recorder(directory)),
         "PRIVLAKE_RELEASE_PREFIX": "small",
         "PRIVLAKE_RELEASE_DATE": "20260301",
         "PRIVLAKE_LOCK_FILE": str(directory / "release.lock"),
@@ -96,25 +98,40 @@ def test_the_days_release_is_retried_past_a_transient_failure_and_published_once
     assert exit_codes(tmp_path) == [75, 0, 0] and published(lake) == ["small-20260301"]
 
 
-def test_a_persisting_transient_failure_gives_up_after_the_last_attempt_with_exit_75(
-    tmp_path: Path, claims_csv: Path
-) -> None:
-    lake = tmp_path / "lake"
-    config = write_config(tmp_path, claims_csv, lake)
-    result = run_wrapper(tmp_path, config, PRIVLAKE_MAX_ATTEMPTS="1", FLAKY_ATTEMPTS="9")
+def stand_in(directory: Path, code: int) -> Path:
+    """An executable in privlake's place that records its call and exits ``code`` at once (a code
+    of 128 + N: it kills itself with signal N), for the wrapper's handling of every exit code
+    without a release per code (the real codes are tested in ``test_cli_bad_input.py``)."""
+    script = directory / "stand_in"
+    ending = f"kill -{code - 128} $$" if code >= 128 else f"exit {code}"
+    script.write_text(f"#!/bin/sh\necho {code} >> {shlex.quote(str(directory / 'calls'))}\n{ending}\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("code", [2, 3, 4, 5, 1])
+def test_a_final_exit_code_is_logged_with_its_meaning_and_not_retried(tmp_path: Path, code: int) -> None:
+    result = run_wrapper(tmp_path, tmp_path / "release.yaml", PRIVLAKE_BIN=str(stand_in(tmp_path, code)))
+    assert result.returncode == code
+    assert exit_codes(tmp_path) == [code]
+    meaning = {2: "bad input", 3: "quarantine", 4: "refused by budget or policy", 5: "nothing to release", 1: "a bug"}
+    assert f"exit {code}, " in result.stderr and meaning[code] in result.stderr and "not retried" in result.stderr
+
+
+def test_a_transient_exit_is_retried_with_growing_delays_then_given_up(tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, tmp_path / "release.yaml", PRIVLAKE_BIN=str(stand_in(tmp_path, 75)),
+                         PRIVLAKE_MAX_ATTEMPTS="3", PRIVLAKE_RETRY_DELAY="1", PRIVLAKE_MAX_RETRY_DELAY="2")
     assert result.returncode == 75
-    assert exit_codes(tmp_path) == [75]
-    assert "exit 75, transient infrastructure failure: giving up after 1 attempts" in result.stderr
-    assert published(lake) == []
+    assert exit_codes(tmp_path) == [75] * 3
+    assert "retrying in 1s" in result.stderr and "retrying in 2s" in result.stderr
+    assert "giving up after 3 attempts" in result.stderr
 
 
-def test_a_refusal_is_logged_and_not_retried(tmp_path: Path, claims_csv: Path) -> None:
-    # A lake that is not a test lake refuses the test secret: exit 4, before any input is read.
-    config = write_config(tmp_path, claims_csv, tmp_path / "lake", prepare=False)
-    result = run_wrapper(tmp_path, config)
-    assert result.returncode == 4
-    assert exit_codes(tmp_path) == [4]
-    assert "exit 4, refused by budget or policy: not retried" in result.stderr
+def test_a_release_killed_by_a_signal_is_retried(tmp_path: Path) -> None:
+    result = run_wrapper(tmp_path, tmp_path / "release.yaml", PRIVLAKE_BIN=str(stand_in(tmp_path, 128 + 9)),
+                         PRIVLAKE_MAX_ATTEMPTS="2")
+    assert result.returncode == 137 and exit_codes(tmp_path) == [137, 137]
+    assert "killed by signal 9: retrying" in result.stderr
 
 
 def test_a_run_that_cannot_get_the_lock_starts_nothing(tmp_path: Path, claims_csv: Path) -> None:
