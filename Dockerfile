@@ -1,9 +1,10 @@
 # privlake: a minimal image for running releases (local engine, or a Spark/Beam client).
 # Build: docker build -t privlake .        Run: docker run --rm -v /data:/data privlake run /data/release.yaml
-# Extras: --build-arg EXTRAS=filter adds torch (the filter kind); the default image has none.
+# Extras: the default image has the spark extra (PySpark, a Spark client; Java is installed for it);
+# --build-arg EXTRAS=spark,filter adds torch (the filter kind), EXTRAS="" gives the local engine only.
 FROM python:3.11-slim-bookworm
 
-ARG EXTRAS=""
+ARG EXTRAS="spark"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

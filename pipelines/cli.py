@@ -22,6 +22,9 @@ from pipelines.platform.progress import StageProgress
 from pipelines.platform.report import guarantee_words as _guarantee_words
 from pipelines.platform.report import shown as _shown
 
+LAKE_HELP = ("a lake folder, or a YAML file with a lake: mapping (catalog, warehouse, staging, properties; "
+             "a release config works too): docs/PRODUCTION.md")
+
 
 def _summary_line(outcome: Any) -> str:
     if outcome.already_published:
@@ -73,6 +76,11 @@ def _command_run(args: argparse.Namespace) -> int:
         check_release_id(args.release_id)  # '' is an empty id, not "generate one"
 
     configs = [load_config(path, args.set) for path in args.config]
+    if args.lake is not None:
+        from pipelines.platform.config import lake_argument
+
+        lake = lake_argument(args.lake, must_exist=False)
+        configs = [config.model_copy(update={"lake": lake}) for config in configs]
     if len(configs) == 1:
         try:
             outcome = _run_release(configs[0], args)
@@ -158,16 +166,13 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
 
 
 def _lake(args: argparse.Namespace, write: bool = False):
-    """The lake ``--lake`` names: opened read-only (nothing created, nothing written: the reading
-    commands work on a read-only lake) unless the command writes."""
-    from pipelines.platform.lake import Lake
+    """The lake ``--lake`` names (a folder, or a YAML file with a ``lake:`` mapping): opened
+    read-only (nothing created, nothing written: the reading commands work on a read-only lake)
+    unless the command writes."""
+    from pipelines.platform.config import lake_argument
+    from pipelines.platform.lake import open_lake
 
-    root = Path(args.lake)
-    if not root.exists():
-        raise PrivlakeError(f"{root}: no lake here (the folder does not exist)")
-    if not root.is_dir():
-        raise PrivlakeError(f"{root}: not a lake folder (a file)")
-    return Lake(root) if write else Lake.for_reading(root)
+    return open_lake(lake_argument(args.lake), write=write)
 
 
 def _manifest(lake: Any, release_id: str) -> dict[str, Any]:
@@ -351,9 +356,10 @@ def _command_budget(args: argparse.Namespace) -> int:
     from pipelines.platform.policy import LakePolicy
 
     if args.budget_command == "set":
-        from pipelines.platform.lake import Lake
+        from pipelines.platform.config import lake_argument
+        from pipelines.platform.lake import open_lake
 
-        with Lake(Path(args.lake)) as lake:
+        with open_lake(lake_argument(args.lake, must_exist=False)) as lake:
             budget = LakePolicy(lake).set_budget(args.dataset, args.epsilon, args.delta, args.unit, args.location or ())
             spent = PrivacyLedger(lake).spent(args.dataset, budget.delta)
         print(f"dataset {budget.dataset}: budget epsilon={budget.epsilon:g} at delta={budget.delta:g}, charged per "
@@ -389,13 +395,15 @@ def _command_budget(args: argparse.Namespace) -> int:
 
 
 def _command_init_lake(args: argparse.Namespace) -> int:
-    from pipelines.platform.lake import Lake
+    from pipelines.platform.config import lake_argument
+    from pipelines.platform.lake import open_lake
     from pipelines.platform.policy import LakePolicy
 
-    with Lake(Path(args.lake)) as lake:
+    with open_lake(lake_argument(args.lake, must_exist=False)) as lake:
         key = LakePolicy(lake).initialize(test=args.test, key_file=Path(args.key_file) if args.key_file else None,
                                           key_variable=args.key_env)
-    print(f"{'test' if args.test else 'production'} lake at {Path(args.lake).resolve()}; fingerprint key: {key}")
+        where = lake.description
+    print(f"{'test' if args.test else 'production'} lake at {where}; fingerprint key: {key}")
     return 0
 
 
@@ -469,18 +477,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--release-id", help="the release id (default: generated); re-running an id is a no-op")
     run.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                      help="override one config key (repeatable), e.g. --set engine.name=spark --set lake=/data/lake")
+    run.add_argument("--lake", help="override the config's lake: " + LAKE_HELP)
     run.add_argument("--json", action="store_true",
                      help="standard output: one JSON object per release (id, table, status, guarantee, rows), nothing else")
     run.set_defaults(handler=_command_run)
 
     releases = commands.add_parser("releases", help="list published releases")
-    releases.add_argument("--lake", required=True)
+    releases.add_argument("--lake", required=True, help=LAKE_HELP)
     releases.add_argument("--json", action="store_true")
     releases.set_defaults(handler=_command_releases)
 
     show = commands.add_parser("show", help="show a release's manifest")
     show.add_argument("release_id")
-    show.add_argument("--lake", required=True)
+    show.add_argument("--lake", required=True, help=LAKE_HELP)
     show.add_argument("--json", action="store_true")
     show.add_argument("--internal", action="store_true",
                       help="the operator-only record (figures from raw data; not covered by the guarantee)")
@@ -488,14 +497,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", help="write a release's rows to a Parquet file")
     export.add_argument("release_id")
-    export.add_argument("--lake", required=True)
+    export.add_argument("--lake", required=True, help=LAKE_HELP)
     export.add_argument("--out", required=True)
     export.set_defaults(handler=_command_export)
 
     report = commands.add_parser(
         "report", help="write one self-contained HTML page about a release (operator-only figures unless --public)")
     report.add_argument("release_id")
-    report.add_argument("--lake", required=True)
+    report.add_argument("--lake", required=True, help=LAKE_HELP)
     report.add_argument("--out", required=True, help="the HTML file to write (its folder must exist)")
     report.add_argument("--public", action="store_true",
                         help="only the public part: the manifest and the released rows, nothing from privlake.internal, "
@@ -503,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(handler=_command_report)
 
     ledger = commands.add_parser("ledger", help="show the privacy ledger")
-    ledger.add_argument("--lake", required=True)
+    ledger.add_argument("--lake", required=True, help=LAKE_HELP)
     ledger.add_argument("--dataset")
     ledger.add_argument("--json", action="store_true")
     ledger.set_defaults(handler=_command_ledger)
@@ -511,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover = commands.add_parser(
         "recover", help="refund crashed releases' reservations, delete their staging and orphan files (also run "
                         "at the start of every `run`)")
-    recover.add_argument("--lake", required=True)
+    recover.add_argument("--lake", required=True, help=LAKE_HELP)
     recover.add_argument("--json", action="store_true")
     recover.set_defaults(handler=_command_recover)
 
@@ -526,17 +535,17 @@ def build_parser() -> argparse.ArgumentParser:
                                  "its per-record figure")
     budget_set.add_argument("--location", action="append",
                             help="an input file or folder this dataset reads (repeatable; else bound on first use)")
-    budget_set.add_argument("--lake", required=True)
+    budget_set.add_argument("--lake", required=True, help=LAKE_HELP)
     for name, text in (("show", "one dataset's budget and spending"), ("list", "every dataset's budget and spending")):
         reader = budget_commands.add_parser(name, help=text)
         if name == "show":
             reader.add_argument("dataset")
-        reader.add_argument("--lake", required=True)
+        reader.add_argument("--lake", required=True, help=LAKE_HELP)
         reader.add_argument("--json", action="store_true")
     budget.set_defaults(handler=_command_budget)
 
     init_lake = commands.add_parser("init-lake", help="make a lake (a test lake with --test) and name its key")
-    init_lake.add_argument("lake")
+    init_lake.add_argument("lake", help=LAKE_HELP)
     init_lake.add_argument("--test", action="store_true",
                            help="a test lake: the only kind that accepts releases made with PRIVLAKE_TEST_SECRET")
     init_lake.add_argument("--key-file", help="the fingerprint key file, outside the lake (created if missing)")
@@ -544,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     init_lake.set_defaults(handler=_command_init_lake)
 
     models = commands.add_parser("models", help="list the model artifacts stored in a lake")
-    models.add_argument("--lake", required=True)
+    models.add_argument("--lake", required=True, help=LAKE_HELP)
     models.add_argument("--dataset")
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler=_command_models)

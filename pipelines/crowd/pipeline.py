@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.crowd.blocks import (
     BoundSide,
@@ -49,6 +48,7 @@ from pipelines.crowd.blocks import (
 from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, read_crowd_claims
 from pipelines.crowd.report_page import learned_density_samples
 from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
+from pipelines.engines import storage
 from pipelines.engines.arrow import write_group_files
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
@@ -179,11 +179,8 @@ def source_codes(source_ids: pd.Series) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _stage_single_file(claims: pa.Table, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "claims.parquet"
-    pq.write_table(claims, path, row_group_size=STAGED_ROW_GROUP_ROWS)
-    return path
+def _stage_single_file(claims: pa.Table, directory: storage.Where) -> storage.Where:
+    return storage.write_table(claims, directory / "claims.parquet", row_group_size=STAGED_ROW_GROUP_ROWS)
 
 
 def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
@@ -440,7 +437,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
 
     with timer.stage("validate output"):
         released_frame = (
-            pq.ParquetDataset([str(f) for f in files]).read().to_pandas()
+            storage.read_files(files).to_pandas()
             if files
             else output_schema.empty_table().to_pandas()
         )

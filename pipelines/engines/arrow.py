@@ -20,7 +20,6 @@ agree byte for byte where it matters (DESIGN.md, "Engine interface"):
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -30,8 +29,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from pipelines.engines import storage
 from pipelines.engines.base import EngineError
 from schemas.keys import canonical_key
 
@@ -347,40 +346,38 @@ def part_file_name(index: int) -> str:
 
 
 def write_parquet_file(
-    pieces: Iterable[ArrowData], directory: Path | str, file_name: str, schema: pa.Schema, attempt: str = "0"
-) -> Path | None:
+    pieces: Iterable[ArrowData], directory: storage.Where | str, file_name: str, schema: pa.Schema,
+    attempt: str = "0",
+) -> storage.Where | None:
     """Stream ``pieces`` into ``directory/file_name`` as plain Parquet; ``None`` if no rows.
 
-    The file is written under a hidden temporary name (unique per ``attempt``) and renamed
-    into place, so readers never see half a file and a retried task overwrites.
+    A local file is written under a hidden temporary name (unique per ``attempt``) and renamed
+    into place; an object-store object becomes visible whole when its upload completes
+    (:class:`storage.ParquetSink`). Either way readers never see half a file and a retried task
+    overwrites.
     """
-    directory = Path(directory)
-    final_path = directory / file_name
-    temporary_path = directory / f".{file_name}.{os.getpid()}-{attempt}.tmp"
+    directory = Path(directory) if isinstance(directory, str) else directory
     clean_schema = schema.remove_metadata()
-    writer: pq.ParquetWriter | None = None
+    sink: storage.ParquetSink | None = None
     try:
         for piece in pieces:
             if piece.num_rows == 0:
                 continue
-            if writer is None:
-                directory.mkdir(parents=True, exist_ok=True)
-                writer = pq.ParquetWriter(temporary_path, clean_schema, compression=PARQUET_COMPRESSION)
-            writer.write_table(conform_table(piece, clean_schema))
-        if writer is None:
+            if sink is None:
+                storage.make_folder(directory)
+                sink = storage.ParquetSink(directory / file_name, clean_schema, attempt,
+                                           compression=PARQUET_COMPRESSION)
+            sink.write(conform_table(piece, clean_schema))
+        if sink is None:
             return None
-        writer.close()
-        writer = None
-        os.replace(temporary_path, final_path)
-        return final_path
+        written, sink = sink.commit(), None
+        return written
     finally:
-        if writer is not None:
-            writer.close()
-        if temporary_path.exists():
-            temporary_path.unlink()
+        if sink is not None:
+            sink.abort()
 
 
-def write_group_files(table: pa.Table, key: str, directory: Path | str, parts: int) -> list[Path]:
+def write_group_files(table: pa.Table, key: str, directory: storage.Where, parts: int) -> list[storage.Where]:
     """A driver-held ``table`` staged for ``Engine.read_groups``: hash-partitioned on ``key``
     into at most ``parts`` files (``part-NNNNN.parquet``), each holding whole groups sorted by
     ``key`` (the local and Beam engines' CRC-32 partitioning), as ``write_groups`` writes them,
@@ -394,10 +391,11 @@ def write_group_files(table: pa.Table, key: str, directory: Path | str, parts: i
 
 
 def read_parquet_batches(
-    path: Path | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
+    path: storage.Where | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
 ) -> Iterator[pa.Table]:
-    """The rows of one Parquet file as conformed Arrow tables of at most ``batch_rows`` rows."""
-    parquet_file = pq.ParquetFile(path)
+    """The rows of one Parquet file (local or object store) as conformed Arrow tables of at most
+    ``batch_rows`` rows."""
+    parquet_file = storage.parquet_file(path)
     missing = [name for name in schema.names if name not in parquet_file.schema_arrow.names]
     if missing:
         raise EngineError(f"Parquet file {path} lacks the column(s) {missing}")

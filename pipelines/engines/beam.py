@@ -49,7 +49,7 @@ import pyarrow as pa
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 
-from pipelines.engines import arrow
+from pipelines.engines import arrow, storage
 from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError, EngineRefused
 
 DEFAULT_PARALLELISM = 4
@@ -98,12 +98,17 @@ class BeamCollection(Collection):
 
     schema: pa.Schema
     engine_id: int = field(default=0, repr=False)
-    source_files: list[str] | None = None
+    source_files: list[str | storage.Location] | None = None
     parent: BeamCollection | None = None
     step: tuple[Any, ...] | None = None
     materialized: list[str] | None = None
     materialized_folder: Path | None = None
     whole_groups_key: str | None = None
+
+
+def _source_file(path: storage.Where) -> str | storage.Location:
+    """A file a pipeline reads: a local path made absolute, or an object-store location as is."""
+    return str(Path(path).resolve()) if storage.is_local(path) else path
 
 
 class _ReadFiles(beam.DoFn):
@@ -114,7 +119,7 @@ class _ReadFiles(beam.DoFn):
         self.whole_groups_key = whole_groups_key
         self.rows_per_call = rows_per_call
 
-    def process(self, path: str) -> Iterator[pa.Table]:
+    def process(self, path: str | storage.Location) -> Iterator[pa.Table]:
         batches = arrow.read_parquet_batches(path, self.schema)
         if self.whole_groups_key is None:
             yield from batches
@@ -250,7 +255,7 @@ class _MapShardGroups(_SideUser):
 class _WriteShard(beam.DoFn):
     """(shard, batches) -> one Parquet file named by the shard (sorted by ``sort_key`` if given)."""
 
-    def __init__(self, directory: str, schema: pa.Schema, sort_key: str | None = None):
+    def __init__(self, directory: storage.Where, schema: pa.Schema, sort_key: str | None = None):
         self.directory = directory
         self.schema = schema
         self.sort_key = sort_key
@@ -262,7 +267,7 @@ class _WriteShard(beam.DoFn):
             pieces = _sorted_shard(tables, self.sort_key, self.schema).to_batches(arrow.READ_BATCH_ROWS)
         path = arrow.write_parquet_file(pieces, self.directory, arrow.part_file_name(shard), self.schema)
         if path is not None:
-            yield str(path)
+            yield path.name
 
 
 class _PartialSumsCombineFn(beam.CombineFn):
@@ -389,7 +394,7 @@ class BeamEngine(Engine):
         return BeamCollection(
             schema=schema.remove_metadata(),
             engine_id=id(self),
-            source_files=[str(Path(path).resolve()) for path in paths],
+            source_files=[_source_file(path) for path in paths],
         )
 
     def from_pandas(self, frame: pd.DataFrame, schema: pa.Schema) -> BeamCollection:
@@ -441,7 +446,7 @@ class BeamEngine(Engine):
             return source
         folder = self._new_folder("persist")
         writer = self._shard_writer(folder, source.schema, source.whole_groups_key)
-        source.materialized = sorted(self._run(source, writer))
+        source.materialized = [str(folder / name) for name in sorted(self._run(source, writer))]
         source.materialized_folder = folder
         return source
 
@@ -492,9 +497,9 @@ class BeamEngine(Engine):
     def _write_shards(self, source: BeamCollection, directory: Path, schema: pa.Schema, key: str | None) -> list[Path]:
         """One Parquet file per shard (of rows, or of ``key`` with each file sorted by it)."""
         arrow.check_schema(schema)
-        target = Path(directory).resolve()
-        target.mkdir(parents=True, exist_ok=True)
-        return sorted(Path(path) for path in self._run(source, self._shard_writer(target, schema, key)))
+        target = Path(directory).resolve() if storage.is_local(directory) else directory
+        storage.make_folder(target)
+        return [target / name for name in sorted(self._run(source, self._shard_writer(target, schema, key)))]
 
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> BeamCollection:
         arrow.check_schema(schema)
@@ -502,12 +507,12 @@ class BeamEngine(Engine):
         return BeamCollection(
             schema=schema.remove_metadata(),
             engine_id=id(self),
-            source_files=[str(Path(path).resolve()) for path in paths],
+            source_files=[_source_file(path) for path in paths],
             whole_groups_key=key,
         )
 
     def _shard_writer(
-        self, folder: Path, schema: pa.Schema, sort_key: str | None
+        self, folder: storage.Where, schema: pa.Schema, sort_key: str | None
     ) -> Callable[[beam.PCollection, str], beam.PCollection]:
         shards = self.parallelism
 
@@ -517,7 +522,7 @@ class BeamEngine(Engine):
                 rows
                 | f"{label} shard" >> beam.ParDo(sharder)
                 | f"{label} group" >> beam.GroupByKey()
-                | f"{label} write" >> beam.ParDo(_WriteShard(str(folder), schema, sort_key))
+                | f"{label} write" >> beam.ParDo(_WriteShard(folder, schema, sort_key))
             )
 
         return write

@@ -163,7 +163,7 @@ class LocalEngine(Engine):
             )
             for index, partition in enumerate(source.partitions)
         ]
-        return sorted(path for path in written if path is not None)
+        return sorted((path for path in written if path is not None), key=str)
 
     def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
         return self.write_parquet(self.cluster_by_key(collection, key), directory, schema)

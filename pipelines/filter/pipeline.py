@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipelines.engines import storage
 from pipelines.engines.base import Engine
 from pipelines.filter.blocks import (
     PrivatizationSide,
@@ -368,16 +368,14 @@ def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
     return PreparedInput(table, context.staging / "input", records, choices, private, utility)
 
 
-def stage_records(table: pa.Table, folder: Path, parallelism: int) -> list[Path]:
+def stage_records(table: pa.Table, folder: storage.Where, parallelism: int) -> list[storage.Where]:
     """The compact records as files of contiguous records (whole groups of ``record``, sorted),
     at least one per unit of the started engine's parallelism (one worker task per file)."""
-    folder.mkdir(parents=True, exist_ok=True)
     staged = []
     bounds = np.linspace(0, table.num_rows, staged_file_count(table.num_rows, parallelism) + 1).astype(np.int64)
     for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        path = folder / f"records-{number:05d}.parquet"
-        pq.write_table(table.slice(int(start), int(stop - start)), path, row_group_size=1 << 16)
-        staged.append(path)
+        staged.append(storage.write_table(table.slice(int(start), int(stop - start)),
+                                          folder / f"records-{number:05d}.parquet", row_group_size=1 << 16))
     return staged
 
 
@@ -401,7 +399,7 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         files = engine.write_parquet(released, context.staging / "data", out_schema)
     with timer.stage("validate output"):
         released_frame = (
-            pq.ParquetDataset([str(f) for f in files]).read().to_pandas() if files else out_schema.empty_table().to_pandas()
+            storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
         )
         kept = {choice.name: choice.utility for choice in config.choices}
         output_validation = validate_filter_output(released_frame, spec, side.utility_classes, kept,

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipelines.engines import storage
 from pipelines.engines.base import Engine
 from pipelines.ldp.blocks import (
     BitSumSide,
@@ -146,12 +146,10 @@ def _prepare_reports(
             raise PrivlakeError(validation.issues[0].line())
         canonical = canonical_reports(reports, catalog, settings)
     with timer.stage("stage input"):
-        folder = lake.staging_directory(release_id) / "input"
-        folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / "reports.parquet"
         schema = ldp_reports_schema(catalog.bit_vectors)
-        pq.write_table(pa.Table.from_pandas(canonical, schema=schema, preserve_index=False), staged,
-                       row_group_size=1 << 20)
+        staged = storage.write_table(pa.Table.from_pandas(canonical, schema=schema, preserve_index=False),
+                                     lake.staging_directory(release_id) / "input" / "reports.parquet",
+                                     row_group_size=1 << 20)
     return staged, fingerprint, validation, len(canonical)
 
 
@@ -333,10 +331,8 @@ def _publish(
         **context.manifest_provenance(),
         "secret_source": "none: the ldp release draws no randomness",
     }
-    folder = context.staging / "data"
-    folder.mkdir(parents=True, exist_ok=True)
-    data_file = folder / "part-00000.parquet"
-    pq.write_table(pa.Table.from_pandas(estimate, schema=schema, preserve_index=False), data_file)
+    data_file = storage.write_table(pa.Table.from_pandas(estimate, schema=schema, preserve_index=False),
+                                    context.staging / "data" / "part-00000.parquet")
     internal = {
         "note": "operator figures: the evaluation reads the raw secrets (evaluation.truth_path)",
         "validation": {"input": prepared.validation.to_json()},

@@ -58,7 +58,6 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
@@ -72,6 +71,8 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
+from pipelines.engines import storage
+from pipelines.engines.storage import Location, Where
 from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id
 from schemas.base import LakeLocation, LakeSetting, redacted_properties
@@ -228,37 +229,37 @@ class Lake:
         properties = {**location.properties, **properties, "warehouse": location.warehouse}
         name = location.catalog.get("name", EMBEDDED_CATALOG_NAME)
         state = Path(location.state or default_state_folder(location)).expanduser().resolve()
-        staging_local = None
+        staging = None
         if location.staging is not None:
-            staging_local = _local_path(location.staging)
-            if staging_local is None:
-                raise LakeError(
-                    f"lake.staging: {location.staging}: staging must be a folder the driver and the executors "
-                    "share (a local path or file:// URI); the warehouse may be object storage"
-                )
+            staging = storage.location(location.staging, location.properties)
         catalog = load_catalog(name, **properties)
         lake = cls.__new__(cls)
-        lake._setup(state, catalog, create_folders, staging=staging_local,
+        lake._setup(state, catalog, create_folders, staging=staging,
                     warehouse_folder=_local_path(location.warehouse),
                     description=_location_description(name, location))
         return lake
 
-    def _setup(self, root: Path, catalog: Catalog, create_folders: bool = True, *, staging: Path | None = None,
+    def _setup(self, root: Path, catalog: Catalog, create_folders: bool = True, *, staging: Where | None = None,
                warehouse_folder: Path | None = None, description: str | None = None) -> None:
         self.root = root
         self.catalog = catalog
-        self.staging_root = (staging or root / "staging").resolve()
+        self.staging_root: Where = staging if isinstance(staging, Location) else (staging or root / "staging").resolve()
+        """Where the engines write a release before its commit: a local (shared) folder or an
+        object-store prefix (``pipelines/engines/storage.py``)."""
         self.quarantine_root = root / "quarantine"
         self.warehouse_folder = warehouse_folder if description is not None else root / "warehouse"
         """The warehouse as a local folder (``None`` on object storage): recovery's orphan sweep."""
         self.description = description or str(root)
         """How messages name this lake: its folder, or its catalog and warehouse (no credentials)."""
         if create_folders:
-            for folder in (self.root, self.staging_root, self.quarantine_root):
+            for folder in (self.root, self.quarantine_root):
                 folder.mkdir(parents=True, exist_ok=True)
-            # staging holds raw input (canonical claims, coded records) while a release runs:
-            # the lake's owner only, whatever the lake's other readers may see
-            self.staging_root.chmod(0o700)
+            if isinstance(self.staging_root, Path):
+                self.staging_root.mkdir(parents=True, exist_ok=True)
+                # staging holds raw input (canonical claims, coded records) while a release runs:
+                # the lake's owner only, whatever the lake's other readers may see (an object
+                # store's prefix: its bucket policy, docs/PRODUCTION.md)
+                self.staging_root.chmod(0o700)
 
     def close(self) -> None:
         """Release the catalog's connections (SQLite engine)."""
@@ -317,17 +318,17 @@ class Lake:
 
     # ---- staging --------------------------------------------------------------------------
 
-    def staging_directory(self, release_id: str) -> Path:
-        """An empty folder for the engines to write the release's Parquet files into (left-overs
-        of an earlier, interrupted attempt at the same release id are removed)."""
+    def staging_directory(self, release_id: str) -> Where:
+        """An empty folder (or object-store prefix) for the engines to write the release's Parquet
+        files into (left-overs of an earlier, interrupted attempt at the same release id are
+        removed)."""
         folder = self.staging_root / check_release_id(release_id)
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        storage.delete_tree(folder)
+        storage.make_folder(folder)
         return folder
 
     def discard_staging(self, release_id: str) -> None:
-        shutil.rmtree(self.staging_root / check_release_id(release_id), ignore_errors=True)
+        storage.delete_tree(self.staging_root / check_release_id(release_id))
 
     # ---- publish --------------------------------------------------------------------------
 
@@ -335,7 +336,7 @@ class Lake:
         self,
         release_id: str,
         kind: str,
-        files: list[Path],
+        files: list[Where],
         arrow_schema: pa.Schema,
         manifest: dict[str, Any],
     ) -> None:
@@ -348,8 +349,8 @@ class Lake:
         """
         check_release_id(release_id)
         manifest_text = _manifest_json(manifest)
-        sources = [Path(file) for file in files]
-        if len({str(path.resolve()) for path in sources}) != len(sources):
+        sources: list[Where] = [file if isinstance(file, Location) else Path(file) for file in files]
+        if len({str(path.resolve() if isinstance(path, Path) else path) for path in sources}) != len(sources):
             raise ReleaseFilesInvalid(f"release '{release_id}': the same file is listed twice")
         identifier = self.release_identifier(release_id)
         self.ensure_namespace(RELEASES_NAMESPACE)
@@ -398,35 +399,36 @@ class Lake:
 
     @contextlib.contextmanager
     def _files_moved_into(
-        self, sources: list[Path], data_location: str, release_id: str, attempt: str
+        self, sources: list[Where], data_location: str, release_id: str, attempt: str
     ) -> Iterator[list[str]]:
-        """Move (or copy, for object storage) the staged files into the table's data folder;
-        on failure before the commit landed, put them back (local) or delete the copies."""
+        """Move (local staging into a local warehouse) or copy through the table's FileIO
+        (object storage on either side) the staged files into the table's data folder; on failure
+        before the commit landed, put moved files back and delete copies."""
         local_folder = _local_path(data_location)
         file_io = load_file_io(properties=self.catalog.properties, location=data_location)
-        moved: list[tuple[Path, str]] = []
+        moved: list[tuple[Where, str, bool]] = []  # (source, target URI, moved rather than copied)
         try:
             if local_folder is not None:
                 local_folder.mkdir(parents=True, exist_ok=True)
             for index, source in enumerate(sources):
                 target_name = f"{index:05d}-{source.name}"
-                if local_folder is not None:
+                if local_folder is not None and isinstance(source, Path):
                     target = local_folder / target_name
                     shutil.move(source, target)
-                    moved.append((source, target.as_uri()))
+                    moved.append((source, target.as_uri(), True))
                 else:
                     target_uri = f"{data_location}/{target_name}"
-                    with source.open("rb") as reader, file_io.new_output(target_uri).create() as writer:
-                        shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
-                    moved.append((source, target_uri))
+                    with file_io.new_output(target_uri).create(overwrite=True) as writer:
+                        storage.copy_file(source, writer)
+                    moved.append((source, target_uri, False))
             failpoint("publish:files-moved")
-            yield [target for _, target in moved]
+            yield [target for _, target, _ in moved]
         except BaseException:
             if self._landed(release_id, attempt):
                 return
-            for source, target in reversed(moved):
+            for source, target, was_moved in reversed(moved):
                 with contextlib.suppress(OSError):
-                    if local_folder is not None:
+                    if was_moved:
                         shutil.move(_local_path(target), source)
                     else:
                         file_io.delete(target)
@@ -437,7 +439,7 @@ class Lake:
 
     # ---- quarantine -----------------------------------------------------------------------
 
-    def quarantine(self, release_id: str, files: list[Path]) -> None:
+    def quarantine(self, release_id: str, files: list[Where]) -> None:
         """Delete the output of a release that failed validation: its budget is given back, so
         none of it may stay (nor the output of an earlier attempt at the same id). Why it failed
         goes to the operator-only record (``pipelines/platform/internal.py``), not to the lake's
@@ -445,8 +447,8 @@ class Lake:
         check_release_id(release_id)
         if self.is_published(release_id):
             raise ReleaseAlreadyPublished(release_id)
-        for source in (Path(file) for file in files):
-            source.unlink(missing_ok=True)
+        for source in files:
+            storage.delete_file(source)
         for earlier in [self.quarantine_root / release_id, *self.quarantine_root.glob(f"{release_id}.superseded-*")]:
             shutil.rmtree(earlier, ignore_errors=True)  # left by lakes of earlier versions
         self.discard_staging(release_id)
@@ -541,13 +543,13 @@ def _published_release(table: Table, name: str) -> PublishedRelease:
     )
 
 
-def _check_file_schema(path: Path, schema: Schema) -> None:
+def _check_file_schema(path: Where, schema: Schema) -> None:
     """One-line refusal when a staged Parquet file is missing or its columns or types differ
     from the release schema (pyiceberg's own check prints a table to stdout instead)."""
-    if not path.is_file():
+    if not (path.is_file() if isinstance(path, Path) else storage.exists(path)):
         raise ReleaseFilesInvalid(f"{path}: staged file does not exist")
     try:
-        file_arrow_schema = pq.read_schema(path)
+        file_arrow_schema = storage.read_schema(path)
     except (OSError, pa.ArrowException) as error:
         raise ReleaseFilesInvalid(f"{path}: not a readable Parquet file ({error})") from error
     expected = {field.name: field for field in schema.fields}

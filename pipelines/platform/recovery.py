@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.engines import storage
 from pipelines.platform import log
 from pipelines.platform.ids import check_release_id
 from pipelines.platform.lake import (
@@ -217,11 +218,10 @@ def recover(lake: Lake, now: float | None = None) -> Recovery:
         else:
             ledger.refund(dataset, release_id)
             done.refunded.append((dataset, release_id))
-    if lake.staging_root.is_dir():
-        for folder in sorted(lake.staging_root.iterdir()):
-            if folder.name not in live:
-                shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
-                done.staging_removed.append(folder.name)
+    for folder in storage.children(lake.staging_root):
+        if folder.name not in live:
+            storage.delete(folder)
+            done.staging_removed.append(folder.name)
     done.orphan_files_removed = _remove_orphan_files(lake, now - grace, {release_table_name(r) for r in live})
     done.index_rows_added = ReleaseIndex(lake).reconcile()
     folder = leases_folder(lake)

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipelines.engines import storage
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
 from pipelines.platform.release import (
@@ -234,10 +234,7 @@ def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecor
         part[split.seeds], part[split.structure], part[split.parameters] = PART_SEEDS, PART_STRUCTURE, PART_PARAMETERS
         columns = {name: codes[:, index] for index, name in enumerate(code_columns(codes.shape[1]))}
         table = pa.table({**columns, "part": part}, schema=staged_schema(codes.shape[1]))
-        folder = context.staging / "input"
-        folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / "records.parquet"
-        pq.write_table(table, staged, row_group_size=1 << 20)
+        staged = storage.write_table(table, context.staging / "input" / "records.parquet", row_group_size=1 << 20)
     return PreparedRecords(staged, codes, records.frame, split, parameters, records.encoded.clipped, needed,
                            guarantee)
 
@@ -390,7 +387,7 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             engine.unpersist(outcome)
     with timer.stage("validate output"):
         released_frame = (
-            pq.ParquetDataset([str(f) for f in files]).read().to_pandas() if files else out_schema.empty_table().to_pandas()
+            storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
         )
         output_validation = validate_tabular_output(released_frame, schema, result.passed)
     guarantee = prepared.guarantee

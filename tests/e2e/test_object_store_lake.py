@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,35 +39,39 @@ def environment(s3: S3Server, postgres: PostgresServer) -> dict[str, str]:
             "CATALOG_PASSWORD": postgres.password, "S3_KEY_ID": s3.access_key, "S3_SECRET": s3.secret_key}
 
 
-def lake_file(folder: Path, s3: S3Server, postgres: PostgresServer, prefix: str, port: int | None = None) -> Path:
+def lake_mapping(s3: S3Server, postgres: PostgresServer, prefix: str, staging: str = "./staging",
+                 port: int | None = None) -> dict:
     """A lake mapping whose credentials are environment references, as an operator writes it."""
     catalog_uri = postgres.uri(password="${CATALOG_PASSWORD}")
     if port is not None:
         catalog_uri = catalog_uri.replace(f":{postgres.port}/", f":{port}/")
+    return {"catalog": {"type": "sql", "uri": catalog_uri}, "warehouse": f"s3://{BUCKET}/{prefix}",
+            "staging": staging, "state": "./state",
+            "properties": {"s3.endpoint": s3.endpoint, "s3.access-key-id": "${S3_KEY_ID}",
+                           "s3.secret-access-key": "${S3_SECRET}", "s3.region": s3.region}}
+
+
+def lake_file(folder: Path, s3: S3Server, postgres: PostgresServer, prefix: str, port: int | None = None,
+              staging: str = "./staging") -> Path:
     path = folder / "lake.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        lake:
-          catalog: {{type: sql, uri: "{catalog_uri}"}}
-          warehouse: s3://{BUCKET}/{prefix}
-          staging: ./staging
-          state: ./state
-          properties:
-            s3.endpoint: {s3.endpoint}
-            s3.access-key-id: ${{S3_KEY_ID}}
-            s3.secret-access-key: ${{S3_SECRET}}
-            s3.region: {s3.region}
-        """))
+    path.write_text(yaml.safe_dump({"lake": lake_mapping(s3, postgres, prefix, staging, port)}))
     return path
+
+
+def staged(keys: list[str], prefix: str) -> list[str]:
+    """The objects under a staging prefix (not the empty folder marker pyarrow keeps for the prefix)."""
+    return [key for key in keys if key.startswith(f"{prefix}/") and key != f"{prefix}/"]
 
 
 def privlake(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(PRIVLAKE), *args], env=env, capture_output=True, text=True, timeout=600)
 
 
-def prepared_lake(tmp_path: Path, s3: S3Server, postgres: PostgresServer, prefix: str) -> tuple[Path, Path]:
+def prepared_lake(tmp_path: Path, s3: S3Server, postgres: PostgresServer, prefix: str,
+                  staging: str = "./staging") -> tuple[Path, Path]:
     """A test lake on the services with a budget for the dataset, made through the CLI."""
     env = environment(s3, postgres)
-    lake = lake_file(tmp_path, s3, postgres, prefix)
+    lake = lake_file(tmp_path, s3, postgres, prefix, staging=staging)
     init = privlake(env, "init-lake", str(lake), "--test")
     assert init.returncode == 0, init.stderr
     assert postgres.password not in init.stdout and s3.secret_key not in init.stdout
@@ -98,7 +103,8 @@ def test_crowd_release_on_spark_into_s3_and_postgres_read_back_by_another_proces
 ) -> None:
     s3, postgres = services
     env = environment(s3, postgres)
-    lake, config = prepared_lake(tmp_path, s3, postgres, "spark")
+    # staging in the bucket too: the executors write the release there, no shared folder
+    lake, config = prepared_lake(tmp_path, s3, postgres, "spark", staging=f"s3://{BUCKET}/staging-spark")
 
     run = privlake(env, "run", str(config), "--lake", str(lake), "--engine", "spark", "--master", "local[2]",
                    "--release-id", "objstore-1", "--json")
@@ -141,7 +147,8 @@ def test_crowd_release_on_spark_into_s3_and_postgres_read_back_by_another_proces
     assert ledger.returncode == 0 and "objstore-1" in ledger.stdout
     again = privlake(env, "run", str(config), "--lake", str(lake), "--release-id", "objstore-1")
     assert again.returncode == 0 and "already published" in again.stdout
-    assert not any((tmp_path / "staging").iterdir())
+    assert not (tmp_path / "staging").exists() and not (tmp_path / "state" / "staging").exists()
+    assert staged(s3.keys(BUCKET), "staging-spark") == [], "staging is emptied"
 
 
 def test_a_catalog_that_does_not_answer_is_transient(
@@ -168,3 +175,71 @@ def test_a_catalog_that_does_not_answer_is_transient(
     run = privlake(env, "run", str(config), "--lake", str(lake), "--release-id", "objstore-local")
     assert run.returncode == 0, run.stderr
     assert any(key.startswith("local/releases/") and key.endswith(".parquet") for key in s3.keys(BUCKET))
+
+
+def _kind_case(kind: str, directory: Path) -> tuple[Path, str]:
+    from tests.e2e import test_report
+
+    if kind == "crowd-beam":
+        small_claims().to_csv(directory / "claims.csv", index=False)
+        return write_config(directory, directory / "claims.csv", directory / "local-lake", prepare=False,
+                            engine={"name": "beam"}), "crowd-beam-1"
+    make = {"tabular": test_report._tabular, "ldp": test_report._ldp, "filter": test_report._filter}[kind]
+    return make(directory)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("crowd-beam", marks=pytest.mark.beam), "tabular", "ldp", "filter"])
+def test_every_kind_stages_in_object_storage(
+    tmp_path: Path, services: tuple[S3Server, PostgresServer], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kind's whole release — its driver-staged input, the engine's output, the publish copy —
+    with staging as an ``s3://`` prefix and the warehouse in the bucket: nothing on local disk."""
+    from pipelines.cli import main
+
+    s3, postgres = services
+    for name, value in environment(s3, postgres).items():
+        monkeypatch.setenv(name, value)
+    mapping = lake_mapping(s3, postgres, f"kind-{kind}", staging=f"s3://{BUCKET}/staging-{kind}")
+    mapping["state"] = str(tmp_path / "state")
+    config_path, release_id = _kind_case(kind, tmp_path)  # also trains the filter's VAE (local lake)
+    config = yaml.safe_load(config_path.read_text())
+    lake = tmp_path / "lake.yaml"
+    lake.write_text(yaml.safe_dump({"lake": mapping}))
+    assert main(["init-lake", str(lake), "--test"]) == 0
+    unit = "record" if kind == "tabular" else "release"  # the small tabular case has omega < all
+    assert main(["budget", "set", config["dataset"], "--epsilon", "1e9", "--delta", "0.5", "--unit", unit,
+                 "--lake", str(lake)]) == 0
+    if kind == "filter":
+        config["lake"] = mapping  # the VAE lives in the lake: train it into this one
+        config_path.write_text(yaml.safe_dump(config))
+        assert main(["train-encoder", str(config_path)]) == 0
+    assert main(["run", str(config_path), "--lake", str(lake), "--release-id", release_id]) == 0
+    keys = s3.keys(BUCKET)
+    assert any(key.startswith(f"kind-{kind}/releases/") and key.endswith(".parquet") for key in keys)
+    assert staged(keys, f"staging-{kind}") == [], "staging is emptied after the commit"
+    assert not (tmp_path / "state" / "staging").exists()
+
+
+def test_a_release_killed_with_its_staging_in_the_bucket_is_recovered(
+    tmp_path: Path, services: tuple[S3Server, PostgresServer]
+) -> None:
+    """Killed after its files were copied into the warehouse (staging still full, in the bucket):
+    recovery refunds it and empties its staging prefix; the rerun publishes once."""
+    s3, postgres = services
+    env = {**environment(s3, postgres), "PRIVLAKE_LEASE_SECONDS": "1"}
+    lake, config = prepared_lake(tmp_path, s3, postgres, "killed", staging=f"s3://{BUCKET}/staging-killed")
+    killed = subprocess.run([sys.executable, "-m", "pipelines", "run", str(config), "--lake", str(lake),
+                             "--release-id", "killed-1"], env={**env, "PRIVLAKE_FAILPOINT": "publish:files-moved"},
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert staged(s3.keys(BUCKET), "staging-killed/killed-1"), "staged in the bucket"
+    time.sleep(1.5)  # the killed run's lease expires
+    recovered = privlake(env, "recover", "--lake", str(lake), "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    report = json.loads(recovered.stdout)
+    assert report["refunded"] == [{"dataset": "small", "release_id": "killed-1"}]
+    assert report["staging_removed"] == ["killed-1"]
+    assert staged(s3.keys(BUCKET), "staging-killed") == []
+    rerun = privlake(env, "run", str(config), "--lake", str(lake), "--release-id", "killed-1", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["status"] == "published"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.engines import storage
+from pipelines.engines.storage import Location
 from pipelines.platform.config import lake_argument
 from pipelines.platform.errors import ConfigError, TransientFailure, expected_failure
 from pipelines.platform.lake import Lake, open_lake
@@ -76,11 +78,20 @@ def test_a_bad_mapping_is_one_config_line(tmp_path: Path, content: str, message:
     assert "\n" not in str(caught.value) and str(path) in str(caught.value)
 
 
-def test_object_store_staging_is_refused_with_the_reason(tmp_path: Path) -> None:
+def test_object_store_staging_is_a_location_that_carries_the_lake_properties(tmp_path: Path) -> None:
     location = LakeLocation(catalog={"type": "sql", "uri": f"sqlite:///{tmp_path / 'c.db'}"},
-                            warehouse=str(tmp_path / "w"), staging="s3://bucket/staging", state=tmp_path / "s")
-    with pytest.raises(Exception, match="staging must be a folder the driver and the executors share"):
-        open_lake(location)
+                            warehouse=str(tmp_path / "w"), staging="s3://bucket/staging/",
+                            properties={"s3.secret-access-key": "k3y", "s3.region": "eu-1"}, state=tmp_path / "s")
+    with open_lake(location) as lake:
+        staging = lake.staging_root
+        assert isinstance(staging, Location) and str(staging) == "s3://bucket/staging/"
+        assert dict(staging.properties) == {"s3.secret-access-key": "k3y", "s3.region": "eu-1"}
+        release = staging / "r-1"
+        assert str(release / "input") == "s3://bucket/staging/r-1/input"
+        assert (release / "input").name == "input" and (release / "input").parent == release
+        assert "k3y" not in repr(release) and "k3y" not in str(release)
+        assert not (tmp_path / "s" / "staging").exists()  # no local staging folder is made
+    assert storage.location("file:///tmp/x") == Path("/tmp/x") and storage.location("rel/x") == Path("rel/x")
 
 
 def test_other_files_and_missing_folders_are_refused(tmp_path: Path) -> None:
