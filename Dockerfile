@@ -1,6 +1,6 @@
 # privlake: a minimal image for running releases (local engine, or a Spark/Beam client).
 # Build: docker build -t privlake .        Run: docker run --rm -v /data:/data privlake run /data/release.yaml
-# Extras: the default image has the spark extra (PySpark, a Spark client; Java is installed for it);
+# Extras: the default image has the spark extra (PySpark, a Spark client; Java is installed for it; add beam for Beam);
 # --build-arg EXTRAS=spark,filter adds torch (the filter kind), EXTRAS="" gives the local engine only.
 FROM python:3.11-slim-bookworm
 

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[dev,filter,spark]"
+	$(PIP) install --quiet -e ".[dev,filter,spark,beam]"
 	touch $(STAMP)
 
 install: $(STAMP)

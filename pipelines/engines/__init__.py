@@ -15,6 +15,19 @@ ENGINE_NAMES = ("local", "spark", "beam")
 __all__ = ["ENGINE_NAMES", "Collection", "Engine", "EngineError", "EngineRefused", "check_protection", "make_engine"]
 
 
+def _beam_module() -> Any:
+    """``pipelines.engines.beam``, or one line naming the extra when Apache Beam is not installed
+    (it is the ``beam`` extra, not part of the core install)."""
+    try:
+        from pipelines.engines import beam
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("apache_beam"):
+            raise
+        raise EngineError("the beam engine needs Apache Beam, which is not installed: pip install 'privlake[beam]'") \
+            from None
+    return beam
+
+
 def check_protection(
     name: str,
     *,
@@ -35,9 +48,7 @@ def check_protection(
         chosen = master or "local[*]"
         check_spark(chosen, session_settings(chosen, spark_conf or {}, None), allow_unencrypted)
     elif name == "beam":
-        from pipelines.engines.beam import check_runner
-
-        check_runner(beam_options or [], allow_unencrypted)
+        _beam_module().check_runner(beam_options or [], allow_unencrypted)
 
 
 def make_engine(
@@ -85,6 +96,4 @@ def make_engine(
             allow_unencrypted=allow_unencrypted,
             auth_secret_file=auth_secret_file,
         )
-    from pipelines.engines.beam import BeamEngine
-
-    return BeamEngine(options=beam_options, parallelism=parallelism, allow_unencrypted=allow_unencrypted)
+    return _beam_module().BeamEngine(options=beam_options, parallelism=parallelism, allow_unencrypted=allow_unencrypted)

@@ -81,3 +81,15 @@ def test_a_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "pyspark", None)  # what an install without the spark extra sees
     with pytest.raises(EngineError, match=r"pip install 'privlake\[spark\]'"):
         require_pyspark()
+
+
+@pytest.mark.beam  # asks make_engine for beam (which fails before anything starts)
+def test_a_missing_beam_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelines.engines import EngineError, check_protection, make_engine
+
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # what an install without the beam extra sees
+    monkeypatch.delitem(sys.modules, "pipelines.engines.beam", raising=False)
+    for attempt in (lambda: make_engine("beam"), lambda: check_protection("beam")):
+        with pytest.raises(EngineError, match=r"pip install 'privlake\[beam\]'") as caught:
+            attempt()
+        assert "\n" not in str(caught.value)
