@@ -1,5 +1,5 @@
-"""A daily privlake release, scheduled by Apache Airflow (3.x; tested with the pins in
-``examples/airflow/requirements.txt``; the imports also work on 2.x, which is not tested).
+"""A daily privlake release, scheduled by Apache Airflow (tested on 3.3.2 with the pins in
+``examples/airflow/requirements.txt``, and on 2.10.5 with those in ``requirements-airflow2.txt``).
 
 Copy this file into the DAGs folder and set two Airflow Variables (or the environment variables
 ``AIRFLOW_VAR_PRIVLAKE_BIN`` and ``AIRFLOW_VAR_PRIVLAKE_CONFIG``, or ``PRIVLAKE_BIN`` and
@@ -48,11 +48,15 @@ import pendulum
 try:  # Airflow 3
     from airflow.sdk import DAG, Variable, task
     from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+    BACKOFF: float | bool = 2.0  # a multiplier: 5, 10, 20 minutes
 except ImportError:  # Airflow 2
     from airflow import DAG
     from airflow.decorators import task
     from airflow.exceptions import AirflowException, AirflowFailException, AirflowSkipException
     from airflow.models import Variable
+
+    BACKOFF = True  # doubling, with Airflow's jitter
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +80,9 @@ TERMINATE_GRACE_SECONDS = 30
 
 
 def _setting(variable: str, environment: str, default: str | None = None) -> str | None:
-    """An Airflow Variable (also ``AIRFLOW_VAR_<NAME>``), else an environment variable."""
-    return Variable.get(variable, default=None) or os.environ.get(environment) or default
+    """An Airflow Variable (also ``AIRFLOW_VAR_<NAME>``), else an environment variable. (The
+    default ``None`` is positional: Airflow 2 names it ``default_var``, Airflow 3 ``default``.)"""
+    return Variable.get(variable, None) or os.environ.get(environment) or default
 
 
 def run_privlake(release_id: str) -> dict[str, Any]:
@@ -131,7 +136,7 @@ with DAG(
     default_args={
         "retries": 3,
         "retry_delay": timedelta(minutes=5),
-        "retry_exponential_backoff": 2.0,  # 5, 10, 20 minutes (Airflow 2: any true value)
+        "retry_exponential_backoff": BACKOFF,
         "max_retry_delay": timedelta(hours=1),
         "execution_timeout": timedelta(hours=4),
     },
