@@ -85,6 +85,19 @@ def _setting(variable: str, environment: str, default: str | None = None) -> str
     return Variable.get(variable, None) or os.environ.get(environment) or default
 
 
+def _last_record(lines: Any) -> dict[str, Any]:
+    """The last JSON object among ``run --json``'s output lines (anything else is ignored)."""
+    record: dict[str, Any] = {}
+    for line in lines:
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict):
+            record = parsed
+    return record
+
+
 def run_privlake(release_id: str) -> dict[str, Any]:
     """Run ``privlake run CONFIG --release-id ID --json`` and map its exit code to Airflow's
     retry, fail-now and skip (module docstring)."""
@@ -112,8 +125,7 @@ def run_privlake(release_id: str) -> dict[str, Any]:
                     process.kill()
                     process.wait()
         standard_output.seek(0)
-        records = [json.loads(line) for line in standard_output if line.strip()]
-    record = records[-1] if records else {}
+        record = _last_record(standard_output)
     if code == 0:
         log.info("release %s: %s", release_id, record.get("summary", "published"))
         return record
