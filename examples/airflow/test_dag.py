@@ -200,3 +200,23 @@ def test_a_permanent_failure_fails_at_once_without_retries(dag: Any, case: LakeC
     assert case.exit_codes() == [expected], "a refusal or a bad config must not be retried"
     assert instance.state == "failed" and instance.try_number == 1 and instance.max_tries == 3
     assert case.releases() == []
+
+
+def test_nothing_to_release_skips_the_task(dag: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit 5 through a stand-in executable (the sample crowd config cannot be made to release
+    nothing; the real exit 5 is tested in ``tests/e2e/test_tabular_release.py``)."""
+    calls = tmp_path / "calls"
+    stand_in = tmp_path / "stand_in"
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        f"echo 5 >> {shlex.quote(str(calls))}\n"
+        """echo '{"status": "failed", "exit_code": 5, "error": "nothing to release"}'\n"""
+        "exit 5\n",
+        encoding="utf-8",
+    )
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("AIRFLOW_VAR_PRIVLAKE_BIN", str(stand_in))
+    monkeypatch.setenv("AIRFLOW_VAR_PRIVLAKE_CONFIG", str(tmp_path / "release.yaml"))
+    instance = run_day(dag, DAY)
+    assert (instance.state, instance.try_number) == ("skipped", 1)
+    assert calls.read_text().split() == ["5"]
