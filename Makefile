@@ -12,7 +12,7 @@ TEST_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEX
 # The fast suite: unit tests and the margin check, no engine, no reproduction run (about 20 s).
 FAST_TESTS := tests/unit tests/reproduction/test_margins.py -m "not slow and not spark and not beam and not cluster"
 
-.PHONY: install release test test-fast margins lint bench clean demo-data system-deps
+.PHONY: install release test test-fast test-scheduling margins lint bench clean demo-data system-deps
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
@@ -50,6 +50,21 @@ test-fast: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider $(FAST_TESTS)
+
+# The Airflow example, run by Airflow's own dag.test() in a venv of its own (pinned: Airflow's
+# constraint files cannot be downloaded here); .ci/run calls it after `make test`.
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+
+$(AIRFLOW_STAMP): examples/airflow/requirements.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet -r examples/airflow/requirements.txt
+	touch $(AIRFLOW_STAMP)
+
+test-scheduling: $(STAMP) $(AIRFLOW_STAMP)
+	$(VENV)/bin/ruff check examples/airflow
+	$(TEST_THREADS) PRIVLAKE_BIN=$(CURDIR)/$(VENV)/bin/privlake $(AIRFLOW_VENV)/bin/pytest -q -p no:cacheprovider examples/airflow
 
 # Re-measure the reproduction figures over ten keys (tests/reproduction/margins.json).
 margins: $(STAMP)
