@@ -12,7 +12,7 @@ TEST_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEX
 # The fast suite: unit tests and the margin check, no engine, no reproduction run (about 20 s).
 FAST_TESTS := tests/unit tests/reproduction/test_margins.py -m "not slow and not spark and not beam and not cluster"
 
-.PHONY: install release test test-fast test-scheduling margins lint bench clean demo-data system-deps
+.PHONY: install release test test-fast test-integration test-scheduling margins lint bench clean demo-data system-deps
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
@@ -40,11 +40,16 @@ release: demo-data
 		$(VENV)/bin/privlake budget set sample --epsilon 100 --delta 1e-5 --lake lake
 	$(VENV)/bin/privlake run examples/crowd_sample.yaml --engine spark
 
+# The suite but for the tests that start whole systems on loopback (a standalone Spark cluster, S3
+# and PostgreSQL, Airflow): those are `make test-integration`; .ci/run runs both.
 test: $(STAMP) system-deps
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint Dockerfile
-	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider
+	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider -m "not cluster and not services"
+
+test-integration: $(STAMP) system-deps test-scheduling
+	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider -m "cluster or services"
 
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check schemas transforms pipelines tests benchmarks
@@ -52,7 +57,7 @@ test-fast: $(STAMP)
 	$(TEST_THREADS) $(VENV)/bin/pytest -q -p no:cacheprovider $(FAST_TESTS)
 
 # The Airflow example, run by Airflow's own dag.test() in a venv of its own (pinned: Airflow's
-# constraint files cannot be downloaded here); .ci/run calls it after `make test`.
+# constraint files cannot be downloaded here); part of `make test-integration`.
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 

@@ -21,6 +21,7 @@ import yaml
 from tests.e2e.conftest import small_claims, write_config
 from tests.services import PostgresServer, S3Server, free_port, postgres_server, s3_server
 
+pytestmark = pytest.mark.services
 PRIVLAKE = Path(sys.executable).parent / "privlake"
 SECRET = "0b7e" * 16
 BUCKET = "privlake-lake"
