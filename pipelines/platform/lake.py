@@ -18,7 +18,9 @@ On a cluster the catalog is any pyiceberg catalog (REST, Hive, Glue, SQL on Post
 warehouse any file system pyiceberg's FileIO reaches (``s3://``, ``gs://``, ``file://``), given by
 a config's ``lake:`` mapping (:class:`schemas.base.LakeLocation`, :meth:`Lake.from_location`;
 :func:`open_lake` takes either form). ``root`` is then a local state folder (this host's leases),
-and staging a folder the executors and the driver share (``lake.staging``).
+and staging (``lake.staging``) an object-store prefix or a folder the executors and the driver
+share, reached through ``pipelines/engines/storage.py``; the publish copies staged files into
+the table's folder through its FileIO.
 
 How a release becomes visible (:meth:`Lake.publish`):
 
