@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 
 class StrictModel(BaseModel):
@@ -77,15 +77,26 @@ class EngineSettings(StrictModel):
     beam: BeamSettings = BeamSettings()
 
 
-_SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|access-key|session-key|private", re.IGNORECASE)
-_URI_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^@/]*@")
+_SECRET_KEY = re.compile(
+    r"secret|password|passwd|pwd|token|credential|access-key|account-key|session-key|private|sas|signature|"
+    r"connection-string|apikey|api-key|auth|header\.|cookie|\bkey$|\.key$",
+    re.IGNORECASE,
+)
+_URI_USER_INFO = re.compile(r"(?<=://)([^:/@?#]*):[^@]*@")
+_URI_SECRET_PARAMETER = re.compile(
+    r"([?&;](?:password|passwd|pwd|token|secret|key|sig|signature|credential|auth)[^=&;]*=)[^&;#]*", re.IGNORECASE)
+
+
+def redacted_text(value: str) -> str:
+    """``value`` with a URI's password (``user:password@host``, whatever characters the password
+    holds) and secret-named query parameters (``?password=...``) replaced by ``***``."""
+    return _URI_SECRET_PARAMETER.sub(r"\1***", _URI_USER_INFO.sub(r"\1:***@", value))
 
 
 def redacted_properties(properties: dict[str, str]) -> dict[str, str]:
-    """Catalog or FileIO properties safe to record (a manifest, a log line): values of keys that
-    name a secret are replaced by ``***`` and a password in a URI (``user:password@host``) too."""
-    return {key: "***" if _SECRET_KEY.search(key) else _URI_PASSWORD.sub(r"\1:***@", value)
-            for key, value in properties.items()}
+    """Catalog or FileIO properties safe to show an operator (a log line, an error): values of keys
+    that may name a secret are replaced by ``***``, URI passwords and secret parameters too."""
+    return {key: "***" if _SECRET_KEY.search(key) else redacted_text(value) for key, value in properties.items()}
 
 
 class LakeLocation(StrictModel):
@@ -98,7 +109,9 @@ class LakeLocation(StrictModel):
     the driver and the executors share). ``properties``: FileIO properties (``s3.endpoint``,
     ``s3.access-key-id``, ...), given to the catalog and to every file access. ``state``: a local
     folder for this host's leases (default ``~/.local/state/privlake/<lake digest>``).
-    Credentials belong in ``${ENV}`` references; a recorded lake has them redacted."""
+    Credentials belong in ``${ENV}`` references. A recorded lake (the manifest's ``config``, read
+    by the lake's consumers) is only its catalog's type and name and the warehouse: no host, user,
+    endpoint, key or property of any kind."""
 
     catalog: dict[str, str]
     warehouse: str = Field(min_length=1)
@@ -120,9 +133,10 @@ class LakeLocation(StrictModel):
             raise ValueError("lake.catalog needs a type (sql, rest, glue, hive, ...) or a uri")
         return catalog
 
-    @field_serializer("catalog", "properties")
-    def _redacted(self, properties: dict[str, str]) -> dict[str, str]:
-        return redacted_properties(properties)
+    @model_serializer
+    def _recorded(self) -> dict[str, Any]:
+        catalog = {key: self.catalog[key] for key in ("type", "name") if key in self.catalog}
+        return {"catalog": catalog, "warehouse": redacted_text(self.warehouse)}
 
 
 def _scalar_text(value: Any) -> str:

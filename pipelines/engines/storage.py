@@ -19,9 +19,11 @@ name is needed).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +172,26 @@ def parquet_file(where: Where) -> pq.ParquetFile:
     return pq.ParquetFile(where)
 
 
+def write_bytes(where: Where, data: bytes) -> None:
+    """A small file written whole: locally under a temporary name then renamed, on an object store
+    in one request (an object is replaced whole)."""
+    if isinstance(where, Location):
+        filesystem, path = where.filesystem()
+        with filesystem.open_output_stream(path) as stream:
+            stream.write(data)
+        return
+    target = Path(where)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
+
+
+def read_bytes(where: Where) -> bytes:
+    with open_input(where) as reader:
+        return reader.read()
+
+
 def read_files(files: list[Where]) -> pa.Table:
     """The rows of several Parquet files of one schema, in order, as one table."""
     return pa.concat_tables([parquet_file(file).read() for file in files])
@@ -183,9 +205,14 @@ def write_table(table: pa.Table, where: Where, **options: Any) -> Where:
     """``pq.write_table`` to a local file (written under a temporary name, then renamed) or an
     object (one upload); returns ``where``."""
     if isinstance(where, Location):
-        filesystem, path = where.filesystem()
-        pq.write_table(table, path, filesystem=filesystem, **options)
-        return where
+        row_group_size = options.pop("row_group_size", None)
+        sink = ParquetSink(where, table.schema, "0", **options)
+        try:
+            sink.write(table, row_group_size)
+        except BaseException:
+            sink.abort()
+            raise
+        return sink.commit()
     target = Path(where)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -198,24 +225,29 @@ def write_table(table: pa.Table, where: Where, **options: Any) -> Where:
 
 
 class ParquetSink:
-    """A streaming Parquet writer to a local file (temporary name, renamed on :meth:`commit`) or an
-    object (visible when its upload completes on :meth:`commit`); :meth:`abort` leaves nothing."""
+    """A streaming Parquet writer under a hidden per-attempt name, moved to its final name on
+    :meth:`commit` (a rename locally, a server-side copy on an object store), so the final name only
+    ever holds a whole file of a finished attempt: closing an object-store stream completes its
+    upload, so an aborted attempt must never have written to the final name. :meth:`abort` removes
+    the attempt's own temporary object or file (a leftover one is staging, deleted with it)."""
 
     def __init__(self, where: Where, schema: pa.Schema, attempt: str, **options: Any) -> None:
         self.where = where
         if isinstance(where, Location):
-            filesystem, path = where.filesystem()
+            self._temporary_object: Location | None = where.parent / f".{where.name}.{os.getpid()}-{attempt}.tmp"
+            filesystem, path = self._temporary_object.filesystem()
             self._stream = filesystem.open_output_stream(path)
             self._writer = pq.ParquetWriter(self._stream, schema, **options)
             self._temporary: Path | None = None
         else:
+            self._temporary_object = None
             target = Path(where)
             self._temporary = target.with_name(f".{target.name}.{os.getpid()}-{attempt}.tmp")
             self._stream = None
             self._writer = pq.ParquetWriter(self._temporary, schema, **options)
 
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
+    def write(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        self._writer.write_table(table, row_group_size=row_group_size)
 
     def commit(self) -> Where:
         self._writer.close()
@@ -223,6 +255,9 @@ class ParquetSink:
             self._stream.close()
         if self._temporary is not None:
             os.replace(self._temporary, self.where)
+        if self._temporary_object is not None:
+            filesystem, source = self._temporary_object.filesystem()
+            filesystem.move(source, self.where.filesystem()[1])
         return self.where
 
     def abort(self) -> None:
@@ -230,11 +265,14 @@ class ParquetSink:
             self._writer.close()
             if self._stream is not None:
                 self._stream.close()
+        except Exception:  # noqa: BLE001, S110 - aborting: the original error is the one that matters
+            pass
         finally:
             if self._temporary is not None:
                 self._temporary.unlink(missing_ok=True)
-            else:
-                delete_file(self.where)
+            elif self._temporary_object is not None:
+                with contextlib.suppress(OSError):
+                    delete_file(self._temporary_object)
 
 
 def copy_file(source: Where, write: Any) -> None:

@@ -57,7 +57,9 @@ def _describe(error: dict[str, Any]) -> str:
     elif error["type"] == "value_error":
         message = message.removeprefix("Value error, ")
     given = error.get("input")
-    if error["type"] not in ("missing", "extra_forbidden") and not isinstance(given, dict):
+    # a lake's values may be credentials (from ${ENV} references): never echoed
+    secret_place = bool(error["loc"]) and error["loc"][0] in ("lake", "catalog", "properties", "warehouse", "staging")
+    if error["type"] not in ("missing", "extra_forbidden") and not isinstance(given, dict) and not secret_place:
         message += f" (got {one_line(repr(given), MAX_SHOWN_VALUE)})"
     return f"{location}: {message}" if location else message
 
@@ -303,16 +305,29 @@ def lake_argument(text: str, must_exist: bool = True) -> LakeSetting:
     config works too) or being one (``catalog:``, ``warehouse:``, ...). ``${ENV}`` references are
     interpolated and relative paths are relative to the YAML file. ``must_exist``: a folder that
     does not exist is refused (the reading commands; ``init-lake`` creates one)."""
-    path = Path(text)
-    if path.is_file() and path.suffix.lower() not in (".yaml", ".yml"):
+    path = Path(text).expanduser()
+    yaml_name = path.suffix.lower() in (".yaml", ".yml")
+    if path.is_file() and not yaml_name:
         raise ConfigError(f"{path}: not a lake folder (a file; a lake mapping is a .yaml file)")
+    if yaml_name and not path.is_file():
+        raise ConfigError(f"{path}: no such lake file (a .yaml name is read as a file holding a lake: mapping)")
     if path.is_file():
-        document = interpolate_environment(read_yaml(path, "lake"), str(path))
+        document = read_yaml(path, "lake")
+        # only the lake is interpolated: a release config's other ${VARIABLES} need not be set
         if isinstance(document, dict) and "lake" in document:
-            document = document["lake"]
+            document = interpolate_environment(document["lake"], str(path), "lake")
+        else:
+            document = interpolate_environment(document, str(path))
         base = Path(os.path.abspath(path.parent))
         if isinstance(document, str) and document.strip():
-            return Path(os.path.normpath(base / document))
+            if _URI.match(document):
+                raise ConfigError(f"{path}: lake: a URI is not a lake folder; name a catalog and warehouse in a "
+                                  "lake: mapping (docs/PRODUCTION.md)")
+            folder = Path(os.path.normpath(base / Path(document).expanduser()))
+            if must_exist and not folder.exists():
+                raise ConfigError(f"{path}: lake: {folder}: no lake here (the folder does not exist)")
+            check_lake_path(folder, f"{path}: lake")
+            return folder
         if not isinstance(document, dict):
             raise ConfigError(f"{path}: not a lake folder, nor a YAML file with a lake: mapping or path")
         return resolve_lake(validate_document(LakeLocation, document, f"{path}: lake"), base)

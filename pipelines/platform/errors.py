@@ -110,31 +110,49 @@ _UNREACHABLE_ERRNOS = frozenset(
                                    "ENETDOWN", "EPIPE"))
     if code is not None
 )
-_UNREACHABLE_TEXT = re.compile(r"NETWORK_CONNECTION|Couldn't connect to server|curlCode: (6|7|28)|Connection refused|"
-                               r"could not connect to server|server closed the connection|timed out", re.IGNORECASE)
-_URI_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]*@")
+_UNREACHABLE_TEXT = re.compile(
+    r"NETWORK_CONNECTION|Couldn't connect to server|curlCode: (6|7|28)|Connection refused|could not connect to server|"
+    r"server closed the connection|timed out|timeout expired|could not translate host name|Name or service not known|"
+    r"Temporary failure in name resolution|too many clients|SLOW_DOWN|SERVICE_UNAVAILABLE|INTERNAL_FAILURE|"
+    r"HTTP status 5\d\d", re.IGNORECASE)
+_REFUSED_TEXT = re.compile(
+    r"ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|NO_SUCH_BUCKET|password authentication failed|"
+    r"authentication failed|HTTP status 40[13]", re.IGNORECASE)
+_SERVICE_MODULES = ("sqlalchemy", "psycopg2", "requests", "urllib3", "botocore", "pyiceberg", "pyspark", "thrift")
+_URI_CREDENTIALS = re.compile(r"(?<=://)[^@\s]*@")
 
 
-def unreachable_service(error: BaseException) -> TransientFailure | None:
-    """A ``TransientFailure`` (75) when ``error`` (or an exception it was raised from) says a
-    service of the lake did not answer: the catalog's database or REST server, the object store.
-    The line names the kind of error and its first line with any ``user:password@`` removed."""
+def _service_line(name: str, text: str) -> str:
+    first = _URI_CREDENTIALS.sub("", (text.strip().splitlines() or [""])[0])
+    return f"({name}: {first})"
+
+
+def unreachable_service(error: BaseException) -> PrivlakeError | None:
+    """What a failure of one of the lake's services (the catalog's database or REST server, Glue,
+    Hive, the object store; also seen through a Spark task) stands for, or ``None``: it did not
+    answer, was busy or failed inside (``TransientFailure``, 75: retry), or it refused our
+    credentials or names a bucket that does not exist (``ConfigError``, 2: fix the lake's settings).
+    Looks through the exceptions ``error`` was raised from. The line names the kind of error and its
+    first line with any ``user:password@`` removed."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         name, module = type(current).__name__, type(current).__module__
         text = str(current)
+        from_service = isinstance(current, OSError | ConnectionError) or module.startswith(_SERVICE_MODULES)
+        if from_service and _REFUSED_TEXT.search(text):
+            return ConfigError(one_line(f"the lake's catalog or storage refused the request {_service_line(name, text)}: "
+                                        "check the lake's credentials, bucket and endpoint"))
         unreachable = (
             (isinstance(current, OSError) and current.errno in _UNREACHABLE_ERRNOS)
-            or (module.startswith("sqlalchemy") and name in ("OperationalError", "InterfaceError")
-                and bool(_UNREACHABLE_TEXT.search(text)))
-            or (module.startswith(("requests", "urllib3")) and ("Connection" in name or "Timeout" in name))
-            or (isinstance(current, OSError | ConnectionError) and bool(_UNREACHABLE_TEXT.search(text)))
+            or (module.startswith(("requests", "urllib3", "botocore")) and ("Connection" in name or "Timeout" in name
+                                                                           or "Endpoint" in name))
+            or (module.startswith("pyiceberg") and name in ("ServiceUnavailableError", "ServerError"))
+            or (from_service and bool(_UNREACHABLE_TEXT.search(text)))
         )
         if unreachable:
-            first = _URI_CREDENTIALS.sub("", (text.strip().splitlines() or [""])[0])
-            return TransientFailure(one_line(f"the lake's catalog or storage did not answer ({name}: {first}) "
+            return TransientFailure(one_line(f"the lake's catalog or storage did not answer {_service_line(name, text)} "
                                              "(transient: retry when it is back)"))
         current = current.__cause__ or current.__context__
     return None

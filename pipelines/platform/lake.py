@@ -75,9 +75,10 @@ from pyiceberg.table import Table
 
 from pipelines.engines import storage
 from pipelines.engines.storage import Location, Where
+from pipelines.platform.errors import ConfigError
 from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id
-from schemas.base import LakeLocation, LakeSetting, redacted_properties
+from schemas.base import LakeLocation, LakeSetting, redacted_properties, redacted_text
 
 RELEASES_NAMESPACE = "releases"
 MANIFEST_PROPERTY = "privlake.manifest"
@@ -165,9 +166,26 @@ def default_state_folder(location: LakeLocation) -> Path:
 
 
 def _location_description(name: str, location: LakeLocation) -> str:
-    catalog = redacted_properties(location.catalog)
-    where = catalog.get("uri") or catalog.get("type", "")
-    return f"catalog {name} ({where}), warehouse {location.warehouse}"
+    """E.g. ``catalog privlake (sql), warehouse s3://bucket/lake``: no host, user or credential."""
+    kind = location.catalog.get("type") or urlparse(location.catalog.get("uri", "")).scheme.split("+")[0]
+    return f"catalog {name} ({kind or 'catalog'}), warehouse {redacted_text(location.warehouse)}"
+
+
+def _check_staging_apart(location: LakeLocation, staging: Where, state: Path) -> None:
+    """Refuse a staging location that is, holds or lies in the warehouse or the state folder, or is
+    a bucket's root: recovery deletes what it finds in staging."""
+    def text(where: str | Path) -> str:
+        return str(where).rstrip("/") + "/"
+
+    staged = text(staging if isinstance(staging, Location) else staging.resolve())
+    warehouse_folder = _local_path(location.warehouse)
+    others = [text(warehouse_folder.resolve()) if warehouse_folder is not None else text(location.warehouse),
+              text(state)]
+    if any(staged.startswith(other) or other.startswith(staged) for other in others):
+        raise ConfigError(f"lake.staging: {staging} overlaps the warehouse or the state folder: staging must be a "
+                          "place of its own (recovery deletes what it finds there)")
+    if isinstance(staging, Location) and not urlparse(staging.uri).path.strip("/"):
+        raise ConfigError(f"lake.staging: {staging} is a bucket's root: give a prefix of its own (s3://bucket/staging)")
 
 
 def open_lake(setting: LakeSetting | str, write: bool = True) -> Lake:
@@ -234,6 +252,7 @@ class Lake:
         staging = None
         if location.staging is not None:
             staging = storage.location(location.staging, location.properties)
+            _check_staging_apart(location, staging, state)
         catalog = load_catalog(name, **properties)
         lake = cls.__new__(cls)
         lake._setup(state, catalog, create_folders, staging=staging,
@@ -253,6 +272,10 @@ class Lake:
         """The warehouse as a local folder (``None`` on object storage): recovery's orphan sweep."""
         self.description = description or str(root)
         """How messages name this lake: its folder, or its catalog and warehouse (no credentials)."""
+        self.leases_root: Where = root / "leases" if description is None else self.staging_root / "_leases"
+        """Where running releases keep their leases (``pipelines/platform/recovery.py``): the lake
+        folder of an embedded lake; beside staging on a catalog lake, so that every host whose
+        releases share the staging location sees the others' leases."""
         if create_folders:
             for folder in (self.root, self.quarantine_root):
                 folder.mkdir(parents=True, exist_ok=True)
@@ -390,13 +413,14 @@ class Lake:
         if self.catalog.table_exists(identifier):
             self.catalog.drop_table(identifier)
 
-    def _landed(self, release_id: str, attempt: str) -> bool:
+    def _landed(self, release_id: str, attempt: str) -> bool | None:
         """Whether *this* attempt's commit is the one in the catalog (a commit whose outcome
-        was unknown, e.g. a lost response from a REST catalog, may have landed)."""
+        was unknown, e.g. a lost response from a REST catalog, may have landed); ``None`` when the
+        catalog cannot tell now (it does not answer)."""
         try:
             table = self._release_table(release_id)
         except Exception:
-            return False
+            return None
         return table is not None and table.properties.get(ATTEMPT_PROPERTY) == attempt
 
     @contextlib.contextmanager
@@ -426,8 +450,11 @@ class Lake:
             failpoint("publish:files-moved")
             yield [target for _, target, _ in moved]
         except BaseException:
-            if self._landed(release_id, attempt):
+            landed = self._landed(release_id, attempt)
+            if landed:
                 return
+            if landed is None:
+                raise  # the commit may have landed: its files stay (a rerun or recovery settles it)
             for source, target, was_moved in reversed(moved):
                 with contextlib.suppress(OSError):
                     if was_moved:

@@ -1,6 +1,8 @@
 """Leases and recovery: a crashed release leaves no charge, no raw data and no orphan file behind.
 
-A release in flight holds a *lease* in its lake, ``<root>/leases/<release id>.json``: who runs it
+A release in flight holds a *lease* in its lake, ``<leases>/<release id>.json`` (``<root>/leases``
+of an embedded lake; ``<staging>/_leases`` of a catalog lake, so every host whose releases share
+the staging location — which a cluster's executors need anyway — sees every lease): who runs it
 (host, process id), its dataset and kind, and until when it is alive (``expires_at``). A thread of
 the running release renews it every third of :data:`LEASE_SECONDS`; the lease is written before
 the release reserves any budget and removed after its ledger is settled (published or refunded).
@@ -36,14 +38,13 @@ import shutil
 import socket
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipelines.engines import storage
 from pipelines.platform import log
-from pipelines.platform.ids import check_release_id
+from pipelines.platform.ids import RELEASE_ID_PATTERN, check_release_id
 from pipelines.platform.lake import (
     ATTEMPT_PROPERTY,
     MANIFEST_PROPERTY,
@@ -74,14 +75,10 @@ def lease_seconds() -> float:
     return value
 
 
-def leases_folder(lake: Lake) -> Path:
-    return lake.root / "leases"
-
-
-def _write_atomically(path: Path, content: str) -> None:
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    temporary.write_text(content)
-    os.replace(temporary, path)
+def leases_folder(lake: Lake) -> storage.Where:
+    """The lake's leases: its folder's ``leases/`` (embedded), or beside staging (a catalog lake:
+    shared by every host whose releases share the staging location)."""
+    return lake.leases_root
 
 
 @dataclass
@@ -98,7 +95,7 @@ class Lease:
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
-    def path(self) -> Path:
+    def path(self) -> storage.Where:
         return leases_folder(self.lake) / f"{check_release_id(self.release_id)}.json"
 
     def renew(self) -> None:
@@ -106,8 +103,7 @@ class Lease:
         record = {"release_id": self.release_id, "dataset": self.dataset, "kind": self.kind,
                   "host": socket.gethostname(), "pid": os.getpid(), "renewed_at": now,
                   "expires_at": now + self.seconds}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.path, json.dumps(record))
+        storage.write_bytes(self.path, json.dumps(record).encode())
 
     def _keep_alive(self) -> None:
         while not self._stop.wait(self.seconds / 3):
@@ -127,7 +123,7 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self.path.unlink(missing_ok=True)
+        storage.delete_file(self.path)
 
     def confirm(self, ledger: PrivacyLedger) -> bool:
         """Just before the commit: renew the lease and check the reservation is still held (a
@@ -137,10 +133,10 @@ class Lease:
         return event is not None and event["status"] in ("reserved", "published")
 
 
-def read_lease(path: Path) -> dict[str, Any] | None:
+def read_lease(path: storage.Where) -> dict[str, Any] | None:
     """A lease file's record, or ``None`` if it is unreadable (a torn or foreign file)."""
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(storage.read_bytes(path))
         float(record["expires_at"])
         return record
     except (OSError, ValueError, KeyError, TypeError):
@@ -151,13 +147,12 @@ def live_leases(lake: Lake, now: float | None = None) -> dict[str, dict[str, Any
     """The release ids whose lease has not expired, with their records."""
     now = time.time() if now is None else now
     live = {}
-    folder = leases_folder(lake)
-    if not folder.is_dir():
-        return live
-    for path in folder.glob("*.json"):
+    for path in storage.children(leases_folder(lake)):
+        if not path.name.endswith(".json") or path.name.startswith("."):
+            continue
         record = read_lease(path)
         if record is not None and float(record["expires_at"]) > now:
-            live[path.stem] = record
+            live[path.name.removesuffix(".json")] = record
     return live
 
 
@@ -218,22 +213,23 @@ def recover(lake: Lake, now: float | None = None) -> Recovery:
         else:
             ledger.refund(dataset, release_id)
             done.refunded.append((dataset, release_id))
+    live.update(live_leases(lake, now))  # releases that started while this recovery ran keep their staging
     for folder in storage.children(lake.staging_root):
-        if folder.name not in live:
+        # only what a release writes: a release id's folder (never the leases, never a stranger's)
+        if folder.name not in live and RELEASE_ID_PATTERN.fullmatch(folder.name):
             storage.delete(folder)
             done.staging_removed.append(folder.name)
     done.orphan_files_removed = _remove_orphan_files(lake, now - grace, {release_table_name(r) for r in live})
     done.index_rows_added = ReleaseIndex(lake).reconcile()
-    folder = leases_folder(lake)
-    if folder.is_dir():
-        for path in folder.iterdir():
-            if path.stem in live:
-                continue
-            record = read_lease(path) if path.suffix == ".json" else None
-            if record is None and path.stat().st_mtime > now - grace:
-                continue  # a lease being written right now (its temporary file)
-            path.unlink(missing_ok=True)
-            done.leases_removed += 1
+    for path in storage.children(leases_folder(lake)):
+        name = path.name
+        if name.removesuffix(".json") in live:
+            continue
+        record = read_lease(path) if name.endswith(".json") and not name.startswith(".") else None
+        if record is None and isinstance(path, Path) and path.exists() and path.stat().st_mtime > now - grace:
+            continue  # a lease being written right now (its temporary file)
+        storage.delete(path)
+        done.leases_removed += 1
     return done
 
 

@@ -30,6 +30,9 @@ INDEX_TABLE = "_index"
 COMMIT_ATTEMPTS = 8
 """Appends that lose an optimistic-concurrency race (another publisher's append landed first)
 are retried on the refreshed table this many times."""
+INDEX_PROPERTIES = {"commit.retry.num-retries": "0"}
+"""pyiceberg's own commit retries would replay an append on the refreshed table without our
+check for the row: a concurrent add of the same release would land twice. The retry is ours."""
 
 INDEX_SCHEMA = pa.schema(
     [
@@ -77,17 +80,26 @@ class ReleaseIndex:
 
     def _table(self, create: bool):
         if create:
-            return self.lake.load_or_create_table(RELEASES_NAMESPACE, INDEX_TABLE, INDEX_SCHEMA)
+            table = self.lake.load_or_create_table(RELEASES_NAMESPACE, INDEX_TABLE, INDEX_SCHEMA, INDEX_PROPERTIES)
+            if any(table.properties.get(key) != value for key, value in INDEX_PROPERTIES.items()):
+                with table.transaction() as transaction:
+                    transaction.set_properties(INDEX_PROPERTIES)
+                table = self.lake.catalog.load_table((RELEASES_NAMESPACE, INDEX_TABLE))
+            return table
         try:
             return self.lake.catalog.load_table((RELEASES_NAMESPACE, INDEX_TABLE))
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
     def entries(self) -> pa.Table:
-        """Every row (empty when the lake has no index yet), newest publication first."""
+        """Every row (empty when the lake has no index yet), newest publication first; a release
+        listed twice (an index written by an older version's racing appends) is listed once."""
         table = self._table(create=False)
         rows = table.scan().to_arrow() if table is not None else INDEX_SCHEMA.empty_table()
-        return rows.sort_by([("published_at", "descending"), ("release_id", "ascending")])
+        rows = rows.sort_by([("published_at", "descending"), ("release_id", "ascending")])
+        ids = rows.column("release_id").to_pylist()
+        first = [index for index, release_id in enumerate(ids) if release_id not in ids[:index]]
+        return rows.take(first) if len(first) < len(ids) else rows
 
     def release_ids(self) -> set[str]:
         return set(self.entries().column("release_id").to_pylist())

@@ -75,3 +75,39 @@ def test_an_empty_lake_has_an_empty_index(tmp_path: Path) -> None:
     with Lake(tmp_path / "lake") as lake:
         assert ReleaseIndex(lake).entries().num_rows == 0
         assert ReleaseIndex(lake).entries().schema.names == pa.schema(INDEX_SCHEMA).names
+
+
+def test_racing_adds_of_one_release_leave_one_row(tmp_path: Path) -> None:
+    """Both adders read the index before either appends (pyiceberg's own retry would replay the
+    second append on the refreshed table without our check: the index has it switched off)."""
+    import threading
+
+    with Lake(tmp_path / "lake") as lake:
+        publish(lake, "raced", 5)
+        release = lake.release("raced")
+        ReleaseIndex(lake)._table(create=True)
+        barrier = threading.Barrier(2)
+        original = ReleaseIndex._table
+        first_load = threading.local()
+
+        def synchronized(self, create):
+            table = original(self, create)
+            if create and not getattr(first_load, "done", False):
+                first_load.done = True
+                barrier.wait(timeout=30)  # both have loaded the same (empty) snapshot
+            return table
+
+        ReleaseIndex._table = synchronized
+        try:
+            results = []
+            threads = [threading.Thread(target=lambda: results.append(ReleaseIndex(Lake(tmp_path / "lake")).add(
+                [release]))) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+        finally:
+            ReleaseIndex._table = original
+        table = lake.catalog.load_table(("releases", "_index"))
+        assert table.scan().to_arrow().column("release_id").to_pylist() == ["raced"]
+        assert sorted(results) == [0, 1]
