@@ -87,8 +87,11 @@ def test_a_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_missing_beam_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from pipelines.engines import EngineError, check_protection, make_engine
 
+    import pipelines.engines
+
     monkeypatch.setitem(sys.modules, "apache_beam", None)  # what an install without the beam extra sees
     monkeypatch.delitem(sys.modules, "pipelines.engines.beam", raising=False)
+    monkeypatch.delattr(pipelines.engines, "beam", raising=False)  # a module imported earlier in this process
     for attempt in (lambda: make_engine("beam"), lambda: check_protection("beam")):
         with pytest.raises(EngineError, match=r"pip install 'privlake\[beam\]'") as caught:
             attempt()
