@@ -392,7 +392,8 @@ def global_source_quality(
     with context.timer.stage("global weights"):
         quality, iterations, _ = iterate_source_quality(
             source_loss_sums, 0.0, settings.iterations,
-            on_iteration=lambda iteration: context.timer.report(f"global weights, iteration {iteration}"),
+            on_iteration=lambda iteration: context.timer.report("global weights, iterations", iteration - 1,
+                                                                settings.iterations),
             private=private,
         )
     return quality, iterations

@@ -107,22 +107,33 @@ def code_version() -> str:
 
 
 class StageTimer:
-    """Wall time per stage, for the manifest, with an optional progress line per stage."""
+    """Wall time per stage, for the operator record, with an optional progress line per stage and
+    per step inside one (counts, and an estimate of the time left when the steps are known)."""
 
     def __init__(self, progress: Callable[[str], None] | None):
         self.timings: dict[str, float] = {}
         self._progress = progress
+        self._stage_start = time.perf_counter()
 
-    def report(self, text: str) -> None:
-        if self._progress:
-            self._progress(text)
+    def report(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        """A progress line inside the current stage: ``text``, then ``done of total`` with the
+        time left estimated from the stage's pace so far when both are given (``done`` finished
+        steps; the first step gives no estimate)."""
+        if not self._progress:
+            return
+        if done is not None and total:
+            text = f"{text}: {done:,} of {total:,}"
+            if 0 < done < total:
+                left = (time.perf_counter() - self._stage_start) / done * (total - done)
+                text += f", about {left:.0f} s left" if left >= 1 else ", under 1 s left"
+        self._progress(text)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         failpoint(f"stage:{name}")
         if self._progress:
             self._progress(name)
-        start = time.perf_counter()
+        start = self._stage_start = time.perf_counter()
         try:
             yield
         finally:

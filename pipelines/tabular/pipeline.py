@@ -263,7 +263,7 @@ def learn_structure_on_engine(engine: Engine, records: Collection, sizes: tuple[
     parents: list[tuple[int, ...]] = [()] * attribute_count
     tables: dict[tuple[int, ...], np.ndarray] = {}
     while remaining:
-        timer.report(f"structure learning, step {len(placed)} of {attribute_count - 1}")
+        timer.report("structure learning, steps", len(placed) - 1, attribute_count - 1)
         step = StructureLearningStep.plan(placed, remaining, sizes, model.score, model.max_degree, model.complexity_cap)
         missing = [key for key in step.table_keys if key not in tables]
         if missing:
@@ -318,7 +318,7 @@ def _synthesize(engine: Engine, side: SynthesisSide, schema: TabularSchema, time
         rate = max(done, 1) / attempts_so_far if attempts_so_far else 1.0
         wanted = math.ceil((target - done) / max(rate * batch_size, 1e-9) * 1.1)
         count = int(min(batch_cap - next_batch, max(wanted, parallelism)))
-        timer.report(f"synthesis, batches {next_batch}..{next_batch + count - 1}")
+        timer.report(f"synthesis, batches {next_batch}..{next_batch + count - 1}, records", done, target)
         batches = pd.DataFrame({"batch": np.arange(next_batch, next_batch + count, dtype=np.int64)})
         outcome = engine.persist(
             engine.map_batches(engine.from_pandas(batches, batch_schema), synthesis_rows, out_schema, side=side)

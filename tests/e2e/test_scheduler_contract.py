@@ -87,7 +87,23 @@ def test_progress_off_a_terminal_is_plain_lines_without_carriage_returns(tmp_pat
     lines = completed.stderr.strip().splitlines()
     assert any(line.startswith("privlake: synthesize [") for line in lines)
     assert all(line.startswith("privlake: ") for line in lines)
+    # steps inside a stage are counted: the global weights' iterations, done of total
+    assert any(line.startswith("privlake: global weights, iterations: 1 of ") for line in lines), lines
     assert json.loads(completed.stdout)["status"] == "published"
+
+
+def test_progress_counts_steps_and_estimates_the_time_left(monkeypatch) -> None:
+    from pipelines.platform import release
+
+    clock = iter([0.0, 100.0, 130.0, 160.0])  # the timer made, the stage starts, one estimate, the stage ends
+    monkeypatch.setattr(release.time, "perf_counter", lambda: next(clock))
+    shown: list[str] = []
+    timer = release.StageTimer(shown.append)
+    with timer.stage("synthesize"):
+        timer.report("batches", 0, 4)  # no step finished: no estimate
+        timer.report("batches", 1, 4)  # 30 s for 1 step: 3 more steps, about 90 s
+        timer.report("batches", 4, 4)  # done
+    assert shown == ["synthesize", "batches: 0 of 4", "batches: 1 of 4, about 90 s left", "batches: 4 of 4"]
 
 
 def test_json_logs_are_one_object_per_line_with_the_release_id(tmp_path: Path, claims_csv: Path) -> None:

@@ -85,9 +85,8 @@ def test_a_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.beam  # asks make_engine for beam (which fails before anything starts)
 def test_a_missing_beam_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipelines.engines import EngineError, check_protection, make_engine
-
     import pipelines.engines
+    from pipelines.engines import EngineError, check_protection, make_engine
 
     monkeypatch.setitem(sys.modules, "apache_beam", None)  # what an install without the beam extra sees
     monkeypatch.delitem(sys.modules, "pipelines.engines.beam", raising=False)
