@@ -219,3 +219,19 @@ def test_staging_that_overlaps_the_warehouse_or_state_is_refused(tmp_path: Path,
                                                    parent=tmp_path / "lake", state=tmp_path / "state"))
     with pytest.raises(ConfigError, match="staging"):
         open_lake(location)
+
+
+def test_a_lake_error_never_echoes_a_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The values of a lake mapping may be credentials from ${ENV} references: an error names the
+    key and what is wrong, never the value (here a URI put where the catalog's mapping belongs)."""
+    monkeypatch.setenv("LAKE_TEST_PASSWORD", "T0PSECRET")
+    path = tmp_path / "lake.yaml"
+    path.write_text('lake:\n  catalog: "postgresql+psycopg2://priv:${LAKE_TEST_PASSWORD}@db/iceberg"\n'
+                    "  warehouse: s3://b/w\n")
+    with pytest.raises(ConfigError, match="catalog") as caught:
+        lake_argument(str(path))
+    assert "T0PSECRET" not in str(caught.value) and "postgresql" not in str(caught.value)
+    path.write_text('lake:\n  catalog: {type: sql}\n  warehouse: s3://b/w\n  staging: ["${LAKE_TEST_PASSWORD}"]\n')
+    with pytest.raises(ConfigError, match="staging") as caught:
+        lake_argument(str(path))
+    assert "T0PSECRET" not in str(caught.value)
