@@ -12,9 +12,10 @@ worker), so the properties travel with the location inside task closures and are
 anywhere. A location's text (``str``) is its URI, without the properties.
 
 The functions here take either form (:data:`Where`) so that engines and kinds write one code path:
-a local ``Path`` keeps its exact behaviour (atomic renames, ``mkdir``), a ``Location`` writes each
-object in one request (an object becomes visible whole when its upload completes, so no temporary
-name is needed).
+a local ``Path`` keeps its exact behaviour (atomic renames, ``mkdir``). On an object store a
+Parquet file is streamed to a per-attempt temporary object and moved to its name on commit
+(:class:`ParquetSink`: closing a stream completes its upload, so a failed attempt must never have
+written to the final name); a small file (a lease) is one request, visible whole or not at all.
 """
 
 from __future__ import annotations
