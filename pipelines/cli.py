@@ -165,14 +165,14 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
     return first_failure
 
 
-def _lake(args: argparse.Namespace, write: bool = False):
+def _lake(args: argparse.Namespace, write: bool = False, must_exist: bool = True):
     """The lake ``--lake`` names (a folder, or a YAML file with a ``lake:`` mapping): opened
     read-only (nothing created, nothing written: the reading commands work on a read-only lake)
-    unless the command writes."""
+    unless the command writes; ``must_exist=False`` for the commands that make a lake."""
     from pipelines.platform.config import lake_argument
     from pipelines.platform.lake import open_lake
 
-    return open_lake(lake_argument(args.lake), write=write)
+    return open_lake(lake_argument(args.lake, must_exist=must_exist), write=write)
 
 
 def _manifest(lake: Any, release_id: str) -> dict[str, Any]:
@@ -356,10 +356,7 @@ def _command_budget(args: argparse.Namespace) -> int:
     from pipelines.platform.policy import LakePolicy
 
     if args.budget_command == "set":
-        from pipelines.platform.config import lake_argument
-        from pipelines.platform.lake import open_lake
-
-        with open_lake(lake_argument(args.lake, must_exist=False)) as lake:
+        with _lake(args, write=True, must_exist=False) as lake:
             budget = LakePolicy(lake).set_budget(args.dataset, args.epsilon, args.delta, args.unit, args.location or ())
             spent = PrivacyLedger(lake).spent(args.dataset, budget.delta)
         print(f"dataset {budget.dataset}: budget epsilon={budget.epsilon:g} at delta={budget.delta:g}, charged per "
@@ -395,11 +392,9 @@ def _command_budget(args: argparse.Namespace) -> int:
 
 
 def _command_init_lake(args: argparse.Namespace) -> int:
-    from pipelines.platform.config import lake_argument
-    from pipelines.platform.lake import open_lake
     from pipelines.platform.policy import LakePolicy
 
-    with open_lake(lake_argument(args.lake, must_exist=False)) as lake:
+    with _lake(args, write=True, must_exist=False) as lake:
         key = LakePolicy(lake).initialize(test=args.test, key_file=Path(args.key_file) if args.key_file else None,
                                           key_variable=args.key_env)
         where = lake.description

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,12 +80,18 @@ def _filesystem(scheme: str, netloc: str, properties: tuple[tuple[str, str], ...
     return PyArrowFileIO(dict(properties)).fs_by_scheme(scheme, netloc)
 
 
-def location(text: str, properties: dict[str, str] | None = None) -> Where:
-    """``text`` as a ``Path`` (a plain path or ``file://`` URI) or a :class:`Location`."""
+def local_path(text: str) -> Path | None:
+    """The local path of a plain path or ``file://`` URI; ``None`` for object storage."""
     parsed = urlparse(text)
     if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else text)
-    return Location(text, tuple(sorted((properties or {}).items())))
+        return Path(url2pathname(parsed.path))
+    return None
+
+
+def location(text: str, properties: dict[str, str] | None = None) -> Where:
+    """``text`` as a ``Path`` (a plain path or ``file://`` URI) or a :class:`Location`."""
+    path = local_path(text)
+    return path if path is not None else Location(text, tuple(sorted((properties or {}).items())))
 
 
 def is_local(where: Where) -> bool:

@@ -57,7 +57,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -149,14 +148,6 @@ def release_table_name(release_id: str) -> str:
     return f"{cleaned[:100]}_{digest}"
 
 
-def _local_path(location: str) -> Path | None:
-    """The local path of a ``file://`` URI or a plain path; ``None`` for object storage."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(url2pathname(parsed.path))
-    return None
-
-
 def default_state_folder(location: LakeLocation) -> Path:
     """This host's state folder for a catalog lake: one per catalog and warehouse (a digest of
     their redacted properties), under ``$XDG_STATE_HOME`` or ``~/.local/state``."""
@@ -178,7 +169,7 @@ def _check_staging_apart(location: LakeLocation, staging: Where, state: Path) ->
         return str(where).rstrip("/") + "/"
 
     staged = text(staging if isinstance(staging, Location) else staging.resolve())
-    warehouse_folder = _local_path(location.warehouse)
+    warehouse_folder = storage.local_path(location.warehouse)
     others = [text(warehouse_folder.resolve()) if warehouse_folder is not None else text(location.warehouse),
               text(state)]
     if any(staged.startswith(other) or other.startswith(staged) for other in others):
@@ -256,7 +247,7 @@ class Lake:
         catalog = load_catalog(name, **properties)
         lake = cls.__new__(cls)
         lake._setup(state, catalog, create_folders, staging=staging,
-                    warehouse_folder=_local_path(location.warehouse),
+                    warehouse_folder=storage.local_path(location.warehouse),
                     description=_location_description(name, location))
         return lake
 
@@ -430,7 +421,7 @@ class Lake:
         """Move (local staging into a local warehouse) or copy through the table's FileIO
         (object storage on either side) the staged files into the table's data folder; on failure
         before the commit landed, put moved files back and delete copies."""
-        local_folder = _local_path(data_location)
+        local_folder = storage.local_path(data_location)
         file_io = load_file_io(properties=self.catalog.properties, location=data_location)
         moved: list[tuple[Where, str, bool]] = []  # (source, target URI, moved rather than copied)
         try:
@@ -458,7 +449,7 @@ class Lake:
             for source, target, was_moved in reversed(moved):
                 with contextlib.suppress(OSError):
                     if was_moved:
-                        shutil.move(_local_path(target), source)
+                        shutil.move(storage.local_path(target), source)
                     else:
                         file_io.delete(target)
             if local_folder is not None:
