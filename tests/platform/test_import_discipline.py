@@ -49,6 +49,18 @@ def run_in_fresh_process(config: Path, **environment: str) -> dict:
     return report
 
 
+def printed_by_python(code: str) -> str:
+    """What ``python -c code`` prints in a fresh interpreter (its modules are its own)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def canonical_claims() -> pd.DataFrame:
+    """The small claims with the canonical column names the gate's suites check."""
+    return small_claims().rename(columns={"question": "object_id", "worker": "source_id", "answer": "value"})
+
+
 def crowd_config(directory: Path) -> Path:
     claims = directory / "claims.csv"
     small_claims().to_csv(claims, index=False)
@@ -97,9 +109,7 @@ def test_the_command_line_alone_imports_nothing_heavy() -> None:
     code = ("import sys\nfrom pipelines.cli import build_parser\nbuild_parser()\n"
             "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'pyiceberg', 'great_expectations', 'scipy') "
             "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert printed_by_python(code).strip() == "[]"
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +120,7 @@ def worker():
 
 
 def bad_frames() -> list[pd.DataFrame]:
-    good = small_claims().rename(columns={"question": "object_id", "worker": "source_id", "answer": "value"})
+    good = canonical_claims()
     frames = [good]
     for column, value in (("value", np.nan), ("value", np.inf), ("source_id", None), ("object_id", None)):
         frame = good.copy()
@@ -151,8 +161,7 @@ def test_a_dead_worker_leaves_the_gate_to_this_process(monkeypatch: pytest.Monke
     dead.process.kill()
     dead.process.wait()
     monkeypatch.setattr(validation, "_WORKER", dead)
-    frame = validation.with_row_numbers(small_claims().rename(
-        columns={"question": "object_id", "worker": "source_id", "answer": "value"}).assign(value=np.inf))
+    frame = validation.with_row_numbers(canonical_claims().assign(value=np.inf))
     result = validate_crowd_input(frame, file_name="claims.csv", duplicates_policy="reject")
     assert not result.success and "infinite" in result.first_line()
     assert dead.broken
@@ -163,6 +172,4 @@ def test_the_grid_distance_imports_pot_without_torch_only_when_called() -> None:
     code = ("import sys, numpy as np\nfrom transforms.ldp import distribution_metrics as m\nbefore = 'ot' in sys.modules\n"
             "m.earth_movers_distance_grid(np.full(4, 0.25), np.array([1.0, 0, 0, 0]), 2, 2)\n"
             "print(before, 'ot' in sys.modules, 'torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "True", "False"]
+    assert printed_by_python(code).split() == ["False", "True", "False"]
