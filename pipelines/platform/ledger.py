@@ -13,8 +13,8 @@ dataset's budget charges (``pipelines/platform/policy.py``: the whole release by
 
 Composition: a dataset's spending is the composition of the steps of every release that is
 reserved or published, at the budget's δ: the smaller ε of basic composition (Dwork and Roth,
-Theorem 3.16; valid for any adaptive mix) and of privacy-loss distributions (``dp_accounting``,
-each step's dominating pair, pessimistic discretization) — never looser than summing. A reservation
+Theorem 3.16; valid for any adaptive mix) and of privacy-loss distributions
+(``transforms/core/privacy_loss.py``: each step's dominating pair, pessimistic discretization) — never looser than summing. A reservation
 is accepted when that ε, with the new release's steps added, is at most the budget's ε (a relative
 1e-9 absorbs the rounding of sums such as 0.1 + 0.2; any real overdraft is refused).
 

@@ -142,8 +142,10 @@ def test_invalid_amounts_are_rejected(epsilon: float, delta: float) -> None:
 
 def test_many_releases_compose_like_dp_accounting_and_tighter_than_summing(ledger: PrivacyLedger) -> None:
     """Ten Gaussian releases (the issue's filter case: 43.8 summed against 17.9 composed): the
-    ledger's spending equals a PLD built here with ``dp_accounting`` directly, is well below the
-    sum, and a reservation that summing would refuse is accepted — up to the composed bound."""
+    ledger's spending is never below a PLD built here with ``dp_accounting`` directly and within
+    10⁻³ of it (the ledger's own accountant rounds each Gaussian's loss cells up, up to 5·10⁻⁵ per
+    release), is well below the sum, and a reservation that summing would refuse is accepted — up
+    to the composed bound."""
     s, delta = 1.2, TOTAL_DELTA
     one = pld.from_gaussian_mechanism(1.0, sensitivity=s, value_discretization_interval=1e-4)
     per_release = one.get_epsilon_for_delta(delta)
@@ -152,7 +154,7 @@ def test_many_releases_compose_like_dp_accounting_and_tighter_than_summing(ledge
         reserve(ledger, f"filter-{index}", charge, total=0.6 * 10 * per_release)
     oracle = one.self_compose(10).get_epsilon_for_delta(delta)
     spent = ledger.spent("claims", delta)
-    assert spent.epsilon == pytest.approx(oracle, rel=1e-9)
+    assert oracle <= spent.epsilon <= oracle + 1e-3
     assert spent.epsilon < 0.5 * spent.basic_epsilon
     tight = oracle * 1.001
     with pytest.raises(BudgetExceeded):

@@ -7,7 +7,8 @@ the accountant composes steps, within one release and across the releases of one
 * **basic composition** (Dwork and Roth, *The Algorithmic Foundations of Differential Privacy*,
   Theorem 3.16): ``(Σ count·ε, Σ count·δ)``, valid for any mix of mechanisms chosen adaptively;
 * **privacy-loss distributions** (Koskela, Jälkö, Honkela 2020; Doroshenko, Ghazi, Kamath, Kumar,
-  Manurangsi 2022; the ``dp_accounting`` library): every step's *dominating pair* — for a pure
+  Manurangsi 2022; ``transforms/core/privacy_loss.py``, checked against the ``dp_accounting``
+  library and exact enumeration in the tests): every step's *dominating pair* — for a pure
   ``ε``-DP or ``(ε, δ)``-DP step, the pair of distributions that dominates every mechanism with that
   guarantee (``from_privacy_parameters``; Kairouz, Oh, Viswanath 2015); for a Gaussian step, the
   exact pair ``N(0, 1)`` against ``N(s, 1)`` with ``s = Δ/σ`` — discretized pessimistically, so the
@@ -20,21 +21,21 @@ the target, and the PLD's ``ε(δ)``; so the accountant is never looser than sum
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from dp_accounting.pld import privacy_loss_distribution as pld
-from dp_accounting.pld.common import DifferentialPrivacyParameters
+from transforms.core import privacy_loss as pld
 
 PURE_DP = "pure_dp"
 APPROXIMATE_DP = "approximate_dp"
 GAUSSIAN = "gaussian"
 MECHANISMS = (PURE_DP, APPROXIMATE_DP, GAUSSIAN)
-DISCRETIZATION = 1e-4
+DISCRETIZATION = pld.GRID
 """Width of the privacy-loss buckets (nats); pessimistic rounding makes it a safe overstatement."""
-PLD_METHOD = "privacy-loss distributions (dp_accounting, pessimistic)"
+PLD_METHOD = "privacy-loss distributions (pessimistic)"
 DELTA_TOLERANCE = 1e-9
 """Relative slack on δ for basic composition: absorbs the rounding of sums such as 6e-6 + 4e-6, so
 a δ budget split into exact parts can be used up; any real excess is far larger."""
@@ -83,18 +84,24 @@ class PrivacyStep:
 
     def distribution(self) -> pld.PrivacyLossDistribution | None:
         """The step's dominating pair as a PLD, composed ``count`` times (``None``: nothing spent)."""
-        if self.mechanism == GAUSSIAN:
-            if self.sensitivity_over_sigma == 0:
-                return None
-            one = pld.from_gaussian_mechanism(1.0, sensitivity=float(self.sensitivity_over_sigma),
-                                              pessimistic_estimate=True,
-                                              value_discretization_interval=DISCRETIZATION)
-        else:
-            if self.epsilon == 0 and self.delta == 0:
-                return None
-            one = pld.from_privacy_parameters(DifferentialPrivacyParameters(self.epsilon, self.delta),
-                                              value_discretization_interval=DISCRETIZATION)
-        return one.self_compose(self.count) if self.count > 1 else one
+        return _step_distribution(self.mechanism, self.epsilon, self.delta, self.count, self.sensitivity_over_sigma)
+
+
+@functools.lru_cache(maxsize=64)
+def _step_distribution(mechanism: str, epsilon: float, delta: float, count: int,
+                       sensitivity_over_sigma: float | None) -> pld.PrivacyLossDistribution | None:
+    """:meth:`PrivacyStep.distribution`, kept for the steps a release and its ledger compose again
+    (the same iterations under every candidate ``t``; the dataset's earlier releases). The
+    distributions are never modified in place."""
+    if mechanism == GAUSSIAN:
+        if sensitivity_over_sigma == 0:
+            return None
+        one = pld.from_gaussian(float(sensitivity_over_sigma))
+    else:
+        if epsilon == 0 and delta == 0:
+            return None
+        one = pld.from_privacy_parameters(epsilon, delta)
+    return one.self_compose(count) if count > 1 else one
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ def compose(steps: Iterable[PrivacyStep], delta: float) -> Composition:
     composed = distributions[0]
     for other in distributions[1:]:
         composed = composed.compose(other)
-    composed_epsilon = composed.get_epsilon_for_delta(delta)
+    composed_epsilon = composed.epsilon_for_delta(delta)
     if composed_epsilon < best:
         best, method = float(composed_epsilon), PLD_METHOD
     return Composition(best, delta, method, basic_epsilon, basic_delta)

@@ -41,7 +41,7 @@ only through them. The release is the adaptive composition of ``m`` (ε_c, δ_c)
 iterations' pure-DP mechanisms (``L`` objects' slots for a source, whose qualities' noise is
 calibrated to a source's ``L``-fold sensitivity); its
 (ε, δ) at the configured δ is computed by composing privacy-loss distributions
-(``dp_accounting``, pessimistic discretization) and taking the smaller of that and basic
+(``transforms/core/privacy_loss.py``, pessimistic discretization) and taking the smaller of that and basic
 composition, for the ``t`` that gives the smallest ε. That (ε, δ) is the headline and what the
 ledger charges; the per-claim and per-test numbers stay in the manifest under their own names.
 
