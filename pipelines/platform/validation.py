@@ -372,7 +372,7 @@ def serve_gate_worker() -> None:
         try:
             suite, frame = _receive(requests)
         except EOFError:
-            return
+            os._exit(0)  # nothing to keep: skip tearing GX's modules down (0.35 s)
         try:
             reply = ("ok", [outcome for _, outcome in run_suite_here(frame, _suite_from_payload(suite))])
             _send(replies, reply)
