@@ -16,7 +16,9 @@ The cases (≤ 10^4 rows each; data generated here or read from ``../shared/data
   (3 k-RR and 3 truncated geometric mechanisms), GIBU;
 - filter: the privatize run of 2,000 generated records with the shared VAE stored in the lake
   beforehand (``privlake train-encoder``, not timed); the run trains its one choice's linear filter
-  (3 epochs), as every filter release does.
+  (3 epochs), as every filter release does, and evaluates it (adversary and utility classifiers
+  retrained on 400 records: operator figures); a second variant turns the evaluation off
+  (``evaluation.enabled: false``), the privatize run alone.
 
 Floors, measured in the same rounds: ``python -c pass`` (the interpreter), ``privlake --help``
 (the command line's own start), the import of the libraries the release's process needs (pandas,
@@ -54,6 +56,8 @@ SECRET_HEX = "f5a7" * 16
 GOAL_SECONDS = 3.0
 KINDS = ("crowd", "tabular", "ldp", "filter")
 DATASETS = {"crowd": "sample", "tabular": "abalone", "ldp": "ages", "filter": "people"}
+PRIVATIZE_ONLY = "filter, evaluation off"
+"""The filter config without its evaluation: the same lake, encoder and dataset."""
 NOT_COMPUTATION = ("read", "validat", "publish", "wait for engine", "stage", "write", "evaluat", "report")
 """Stage names (substrings) that are not the kind's own computation."""
 LIBRARIES = "import pandas, pyarrow.parquet, pyiceberg.catalog.sql"
@@ -73,8 +77,12 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+CLI: list[str] = [str(PRIVLAKE)]
+"""How set-up and read-back commands run (``--code`` makes it ``python -P -m pipelines``)."""
+
+
 def _cli(*arguments: str, environment: dict[str, str]) -> str:
-    done = subprocess.run([str(PRIVLAKE), *arguments], capture_output=True, text=True, env=environment)
+    done = subprocess.run([*CLI, *arguments], capture_output=True, text=True, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"privlake {' '.join(arguments)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout
@@ -171,6 +179,9 @@ def _configs(folder: Path, lake: Path, kinds: tuple[str, ...], environment: dict
             "engine": {"name": "local"},
             "evaluation": {"max_records": 400},
         })
+        privatize_only = yaml.safe_load(configs["filter"].read_text())
+        privatize_only["evaluation"] = {"enabled": False}
+        configs[PRIVATIZE_ONLY] = _write_yaml(folder / "filter-privatize.yaml", privatize_only)
     return configs
 
 
@@ -192,12 +203,12 @@ def _people(records: int, seed: int) -> Any:
     })
 
 
-def measure(command: list[str], environment: dict[str, str]) -> tuple[float, float, str]:
+def measure(command: list[str], environment: dict[str, str], cwd: Path | None = None) -> tuple[float, float, str]:
     """Wall seconds from start to reaping, CPU seconds (user + system, reaped children included)
     and standard output of one process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=environment)
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=environment, cwd=cwd)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -216,24 +227,39 @@ def computation_seconds(release_id: str, lake: Path, environment: dict[str, str]
     return own, timings
 
 
-def plan_variants(kinds: tuple[str, ...], compare_with: Path | None) -> dict[str, tuple[Any, dict[str, str], str | None]]:
-    """Name -> (command from the round's configs, extra environment, kind or None)."""
+def plan_variants(kinds: tuple[str, ...], compare_with: Path | None,
+                  code: Path | None = None) -> dict[str, tuple[Any, dict[str, str], str | None]]:
+    """Name -> (command from the round's configs, extra environment, kind or None). ``code``: run
+    the release variants from that checkout (``python -P -m pipelines`` on ``PYTHONPATH``) instead of
+    the installed ``privlake``."""
+    def privlake(*arguments: str) -> list[str]:
+        if code is None:
+            return [str(PRIVLAKE), *arguments]
+        return [str(PYTHON), "-P", "-m", "pipelines", *arguments]
+
+    now = {"PYTHONPATH": str(code)} if code is not None else {}
     variants: dict[str, tuple[Any, dict[str, str], str | None]] = {
         "python -c pass": (lambda _: [str(PYTHON), "-c", "pass"], {}, None),
         "privlake --help": (lambda _: [str(PRIVLAKE), "--help"], {}, None),
         "libraries a release imports": (lambda _: [str(PYTHON), "-c", LIBRARIES], {}, None),
-        "the gate worker's GX import": (lambda _: [str(PYTHON), "-c", GATE_WORKER_IMPORT], {}, None),
+        "the gate worker's GX import": (lambda _: [str(PYTHON), "-P", "-c", GATE_WORKER_IMPORT], now, None),
     }
     for kind in kinds:
         def run(configs: dict[str, Path], kind: str = kind) -> list[str]:
-            return [str(PRIVLAKE), "run", str(configs[kind]), "--json"]
+            return privlake("run", str(configs[kind]), "--json")
 
-        variants[f"privlake run ({kind})"] = (run, {}, kind)
+        variants[f"privlake run ({kind})"] = (run, now, kind)
         if kind != "filter":
-            variants[f"privlake run ({kind}), gate worker off"] = (run, {"PRIVLAKE_GATE_WORKER": "0"}, kind)
+            variants[f"privlake run ({kind}), gate worker off"] = (run, {**now, "PRIVLAKE_GATE_WORKER": "0"}, kind)
+        else:
+            def privatize(configs: dict[str, Path]) -> list[str]:
+                return privlake("run", str(configs[PRIVATIZE_ONLY]), "--json")
+
+            variants[f"privlake run ({PRIVATIZE_ONLY})"] = (privatize, now, None)
         if compare_with is not None:
             def run_before(configs: dict[str, Path], kind: str = kind) -> list[str]:
-                return [str(PYTHON), "-m", "pipelines", "run", str(configs[kind]), "--json"]  # the older code's entry
+                # the older code's entry; -P: no working folder on sys.path ahead of PYTHONPATH
+                return [str(PYTHON), "-P", "-m", "pipelines", "run", str(configs[kind]), "--json"]
 
             variants[f"privlake run ({kind}), before"] = (run_before, {"PYTHONPATH": str(compare_with)}, kind)
     return variants
@@ -247,6 +273,9 @@ def main() -> int:
     parser.add_argument("--compare-with", type=Path,
                         help="another checkout of the code (e.g. `git archive COMMIT | tar -x -C DIR`): its "
                              "`privlake run` is measured beside this one's (PYTHONPATH=DIR)")
+    parser.add_argument("--code", type=Path,
+                        help="measure this checkout's code (PYTHONPATH=DIR, `python -P -m pipelines`) instead of the "
+                             "installed `privlake`, e.g. a `git worktree` of a commit while this folder is being edited")
     harness.add_results_option(parser)
     args = parser.parse_args()
     kinds = tuple(kind for kind in args.kinds.split(",") if kind)
@@ -260,11 +289,14 @@ def main() -> int:
         folder.mkdir(parents=True, exist_ok=True)
         os.environ["PRIVLAKE_KEY_DIR"] = str(folder / "lake-keys")
         environment = {**os.environ, "PRIVLAKE_TEST_SECRET": SECRET_HEX}
+        if args.code is not None:
+            CLI[:] = [str(PYTHON), "-P", "-m", "pipelines"]
+            environment["PYTHONPATH"] = str(args.code)
         environment.pop("PRIVLAKE_PROGRESS", None)
         print(f"setting up {', '.join(kinds)} in {folder}", flush=True)
         per_round = setup(folder, kinds, args.repeats, environment)
 
-        variants = plan_variants(kinds, args.compare_with)
+        variants = plan_variants(kinds, args.compare_with, args.code)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         computation: dict[str, list[float]] = {kind: [] for kind in kinds}
         stage_timings: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
@@ -275,7 +307,8 @@ def main() -> int:
             configs = per_round[round_number]
             for name in order:
                 command, extra, kind = variants[name]
-                wall, cpu, out = measure(command(configs), {**environment, **extra})
+                # cwd: the scratch folder, so `python -c`/`-m` children import the measured code, not this checkout's
+                wall, cpu, out = measure(command(configs), {**environment, **extra}, cwd=folder)
                 samples[name].append((wall, cpu))
                 if kind is not None and name == f"privlake run ({kind})":
                     release_id = json.loads(out.strip().splitlines()[-1])["release_id"]
@@ -338,7 +371,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"{row['cpu']:.2f} [{row['cpu_min']:.2f}–{row['cpu_max']:.2f}]",
             f"{row['wall'] / interpreter:.1f}",
             f"{row['wall'] / cli:.1f}",
-            f"{results['computation'][kind]:.2f}" if name == f"privlake run ({kind})" else "",
+            f"{results['computation'][kind]:.2f}" if kind in results["computation"] and name == f"privlake run ({kind})"
+            else "",
             goal,
         ])
     lines += harness.table(

@@ -122,7 +122,7 @@ def csv_problem(path: Path, error: BaseException, *, header: bool = True, arrow:
     elif shape := re.search(r"Expected (\d+) (?:columns|fields)(?: in line (\d+))?, (?:got|saw) (\d+)", text):
         expected, line, found = shape.groups()
         if arrow:
-            row = _arrow_ragged_row(path)
+            row = arrow_ragged_row(path)
         elif line is not None:
             row = _data_row(path, int(line), header)
         reason = f"a row has {found} fields where the header has {expected}" if header else (
@@ -136,12 +136,12 @@ def csv_problem(path: Path, error: BaseException, *, header: bool = True, arrow:
     return InputError(name, f"cannot be read as CSV: {reason}", row=row)
 
 
-def _arrow_ragged_row(path: Path) -> int | None:
+def arrow_ragged_row(source: Path | Any) -> int | None:
     """The data row of the first row with the wrong number of fields, found by reading the file
-    again on one thread (Arrow numbers rows only then; its message also holds the row's text,
-    which stays here)."""
+    (a path or an open binary file) again on one thread (Arrow numbers rows only then; its
+    message also holds the row's text, which stays here)."""
     try:
-        pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False),
+        pacsv.read_csv(source, read_options=pacsv.ReadOptions(use_threads=False),
                        convert_options=pacsv.ConvertOptions(include_columns=[]))
     except pa.ArrowInvalid as error:
         found = re.search(r"Row #(\d+)", str(error))

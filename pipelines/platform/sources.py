@@ -74,7 +74,13 @@ import pyarrow.csv as pacsv
 from pipelines.engines import storage
 from pipelines.engines.storage import Location, Where
 from pipelines.platform.errors import InputError
-from pipelines.platform.input import NULL_SPELLINGS, csv_problem, header_names, parquet_problem
+from pipelines.platform.input import (
+    NULL_SPELLINGS,
+    arrow_ragged_row,
+    csv_problem,
+    header_names,
+    parquet_problem,
+)
 from schemas.base import LakeLocation, LakeSetting
 from schemas.sources import SourceSpec
 
@@ -550,19 +556,12 @@ def _csv_header(where: Where) -> list[str] | None:
 
 
 def _ragged_row(where: Where) -> int | None:
-    """The data row of the first row with the wrong number of fields (Arrow numbers rows only on
-    one thread; its message also holds the row's text, which stays here)."""
+    """:func:`arrow_ragged_row` of a file wherever it lives."""
     try:
         with storage.open_input(where) as handle:
-            pacsv.read_csv(handle, read_options=pacsv.ReadOptions(use_threads=False),
-                           convert_options=pacsv.ConvertOptions(include_columns=[]))
-    except pa.ArrowInvalid as error:
-        found = re.search(r"Row #(\d+)", str(error))
-        if found:
-            return max(int(found.group(1)) - 1, 1)
-    except (pa.ArrowException, OSError):
+            return arrow_ragged_row(handle)
+    except OSError:
         return None
-    return None
 
 
 def _read_csv(fragment: Fragment, file_columns: list[str] | None, keys_read: list[str]) -> pa.Table:
