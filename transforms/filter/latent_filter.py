@@ -114,6 +114,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from transforms.filter.adam import Adam
 from transforms.filter.vae import multilayer_perceptron, seeded_torch_generator
 
 
@@ -498,14 +499,14 @@ def train_latent_filter(
     hidden = config.classifier_hidden_width
     adversary = _classifier(latent_dimension, private_classes, hidden, generator)
     utility_classifier = _classifier(latent_dimension, utility_classes, hidden, generator)
-    adversary_optimizer = torch.optim.Adam(adversary.parameters(), lr=config.classifier_learning_rate)
-    utility_optimizer = torch.optim.Adam(utility_classifier.parameters(), lr=config.classifier_learning_rate)
-    filter_optimizer = torch.optim.Adam(filter_parameters, lr=config.filter_learning_rate)
+    adversary_optimizer = Adam(adversary.parameters(), lr=config.classifier_learning_rate)
+    utility_optimizer = Adam(utility_classifier.parameters(), lr=config.classifier_learning_rate)
+    filter_optimizer = Adam(filter_parameters, lr=config.filter_learning_rate)
     cross_entropy = nn.CrossEntropyLoss()
 
-    def refit_adversary() -> tuple[nn.Sequential, torch.optim.Optimizer]:
+    def refit_adversary() -> tuple[nn.Sequential, Adam]:
         fresh = _classifier(latent_dimension, private_classes, hidden, generator)
-        optimizer = torch.optim.Adam(fresh.parameters(), lr=config.classifier_learning_rate)
+        optimizer = Adam(fresh.parameters(), lr=config.classifier_learning_rate)
         held = torch.tensor(held_out)
         for _ in range(config.refit_epochs):
             shuffled = held[torch.randperm(len(held), generator=generator)]

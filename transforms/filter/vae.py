@@ -47,6 +47,7 @@ import hashlib
 import json
 import math
 import struct
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -55,6 +56,7 @@ import torch
 from torch import nn
 
 from schemas.filter.features import FeatureSpec
+from transforms.filter.adam import Adam
 from transforms.filter.features import FeatureLayout, feature_layout
 
 LOG_VARIANCE_LIMITS = (-12.0, 6.0)
@@ -69,7 +71,14 @@ def configure_deterministic_torch(threads: int = 1) -> None:
     worker) where bit-identical results are required.
     """
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    set_deterministic = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_deterministic is None or "torch._inductor" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        # What torch.use_deterministic_algorithms does, without importing torch._inductor (and
+        # with it dynamo and sympy: 1.7 s) only to set the compiler's own flag; privlake never
+        # compiles a model.
+        set_deterministic(True, warn_only=False)
 
 
 def torch_seed(rng: np.random.Generator) -> int:
@@ -270,7 +279,7 @@ def train_vae(
         raise ValueError("no records to train the VAE on")
     generator = seeded_torch_generator(rng)
     model = VariationalAutoencoder(architecture, generator)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimizer = Adam(model.parameters(), lr=config.learning_rate)
     history: list[dict[str, float]] = []
     rows = data.shape[0]
     model.train()
