@@ -65,6 +65,20 @@ def test_gaussian_steps_compose_to_the_analytic_gaussian(s: float, times: int) -
     assert exact <= composed.epsilon <= exact + 0.01
 
 
+def test_gaussian_steps_of_different_scales_compose_to_one_gaussian() -> None:
+    """Steps with s = 0.3 (×5), 1.1 and 0.7 are the analytic Gaussian with √(Σ s²): never below
+    it, within a grid step; with a pure step beside them, never below either part alone."""
+    delta = 1e-6
+    steps = [PrivacyStep(GAUSSIAN, 1.0, delta, 5, sensitivity_over_sigma=0.3),
+             PrivacyStep(GAUSSIAN, 3.0, delta, 1, sensitivity_over_sigma=1.1),
+             PrivacyStep(GAUSSIAN, 2.0, delta, 1, sensitivity_over_sigma=0.7)]
+    exact = gaussian_epsilon(math.sqrt(5 * 0.3**2 + 1.1**2 + 0.7**2), delta)
+    composed = compose(steps, delta)
+    assert exact <= composed.epsilon <= exact + 2e-4
+    with_pure = compose([*steps, PrivacyStep(PURE_DP, 0.5, 0.0, 1)], delta)
+    assert with_pure.epsilon > composed.epsilon
+
+
 def test_a_single_approximate_step_costs_its_own_epsilon_at_its_delta() -> None:
     composed = compose([PrivacyStep(APPROXIMATE_DP, 3.0, 1e-6, 1)], 1e-6)
     assert composed.epsilon == pytest.approx(3.0, abs=1e-3)
