@@ -13,6 +13,10 @@ agree byte for byte where it matters (DESIGN.md, "Engine interface"):
   is split into a signed high and an unsigned low 32-bit half, the halves are summed in int64
   (no overflow below 2**31 rows per key and partial), and the driver reassembles exact Python
   integers, so totals do not depend on partitioning or summation order;
+* the fragment-task body of ``map_fragments`` (``fragment_tables``), the per-partition smallest
+  row of ``first_row`` (``smallest_row``) and the partial column metrics of ``column_metrics``
+  (``partial_metrics`` / ``finish_metrics``), each merged on the driver by the same function on
+  every engine;
 * the Parquet writer (``write_parquet_file``): plain Parquet (no pandas or Spark metadata, no
   field ids, readable by pyiceberg ``add_files``), written to a hidden temporary name and
   renamed into place, so a retried task atomically overwrites its own file.
@@ -31,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.engines import storage
-from pipelines.engines.base import EngineError
+from pipelines.engines.base import ColumnMetrics, EngineError
 from schemas.keys import canonical_key
 
 DEFAULT_ROWS_PER_CALL = 250_000
@@ -270,6 +274,157 @@ def apply_batch_function(
     return frame_to_table(fn(table_to_frame(table), side), schema)
 
 
+def fragment_tables(
+    fn: Callable[[Any, Any], Any], fragments: Iterable[Any], side: Any, schema: pa.Schema
+) -> Iterator[pa.Table]:
+    """``fn(fragment, side)`` for each fragment of one task, conformed to ``schema`` (an Arrow
+    table or batch is cast safely; a pandas frame converted as a batch function's result is)."""
+    for fragment in fragments:
+        result = fn(fragment, side)
+        if isinstance(result, pa.Table | pa.RecordBatch):
+            table = conform_table(result, schema)
+        elif isinstance(result, pd.DataFrame):
+            table = frame_to_table(result, schema)
+        else:
+            raise EngineError(
+                f"a fragment function must return an Arrow table or a pandas DataFrame, not {type(result).__name__}"
+            )
+        if table.num_rows:
+            yield table
+
+
+def fragment_tasks(fragments: Sequence[Any], per_task: int) -> list[tuple[Any, ...]]:
+    """The fragments cut into tasks of ``per_task`` consecutive fragments."""
+    if per_task < 1:
+        raise EngineError(f"fragments_per_task must be at least 1, not {per_task}")
+    items = list(fragments)
+    return [tuple(items[start:start + per_task]) for start in range(0, len(items), per_task)]
+
+
+def check_orderable(schema: pa.Schema, column: str) -> None:
+    """``first_row`` orders by an integer or string column (row ids, keys)."""
+    if column not in schema.names:
+        raise EngineError(f"column {column!r} is not in the collection's columns {schema.names}")
+    column_type = schema.field(column).type
+    if not (pa.types.is_integer(column_type) or pa.types.is_string(column_type)
+            or pa.types.is_large_string(column_type)):
+        raise EngineError(f"column {column!r} has type {column_type}; first_row orders by an integer or string column")
+
+
+def smallest_row(tables: Iterable[ArrowData | None], column: str) -> pa.Table | None:
+    """The row of ``tables`` (one schema) with the smallest non-null ``column`` value, as a
+    one-row table; ``None`` when no row has one. Ties are broken by the other columns (those of
+    an orderable type, ascending, nulls first), so the row does not depend on how the rows were
+    split when it is unique on them. Linear in the rows: only the tied rows are sorted."""
+    pieces = [as_table(table) for table in tables if table is not None and table.num_rows]
+    if not pieces:
+        return None
+    whole = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    values = whole.column(column)
+    smallest = pc.min(values)
+    if not smallest.is_valid:
+        return None
+    tied = whole.filter(pc.fill_null(pc.equal(values, smallest), False))
+    if tied.num_rows > 1:
+        others = [name for name in tied.column_names if name != column
+                  and _sortable(tied.schema.field(name).type)]
+        order = pc.sort_indices(tied, sort_keys=[(name, "ascending") for name in others],
+                                null_placement="at_start")
+        tied = tied.take(order[:1])
+    return tied.slice(0, 1).combine_chunks()
+
+
+def _sortable(data_type: pa.DataType) -> bool:
+    return (pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_string(data_type)
+            or pa.types.is_large_string(data_type) or pa.types.is_boolean(data_type))
+
+
+def row_dict(table: pa.Table | None) -> dict[str, Any] | None:
+    """A one-row table as column name -> Python value (``None`` for no table)."""
+    return None if table is None or table.num_rows == 0 else table.slice(0, 1).to_pylist()[0]
+
+
+def metrics_schema(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """The one-row partial of ``column_metrics``: ``rows``, then per column (by position, so
+    any column name travels) its nulls, NaNs, smallest and largest value (the column's type)."""
+    for column in columns:
+        if column not in schema.names:
+            raise EngineError(f"column {column!r} is not in the collection's columns {schema.names}")
+    fields = [pa.field("rows", pa.int64())]
+    for index, column in enumerate(columns):
+        column_type = schema.field(column).type
+        fields += [pa.field(f"nulls_{index}", pa.int64()), pa.field(f"nans_{index}", pa.int64()),
+                   pa.field(f"min_{index}", column_type), pa.field(f"max_{index}", column_type)]
+    return pa.schema(fields)
+
+
+def partial_metrics(tables: Iterable[ArrowData], schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    """One row of ``metrics_schema``: the metrics of ``tables`` (columns of ``schema``)."""
+    partial_schema = metrics_schema(schema, columns)
+    rows = 0
+    nulls = [0] * len(columns)
+    nans = [0] * len(columns)
+    lows: list[list[Any]] = [[] for _ in columns]
+    highs: list[list[Any]] = [[] for _ in columns]
+    for piece in tables:
+        if piece.num_rows == 0:
+            continue
+        rows += piece.num_rows
+        for index, column in enumerate(columns):
+            values = piece.column(column)
+            nulls[index] += values.null_count
+            if pa.types.is_floating(values.type):
+                is_nan = pc.fill_null(pc.is_nan(values), False)
+                nans[index] += pc.sum(is_nan).as_py() or 0
+                values = pc.filter(values, pc.invert(is_nan))
+            low, high = _min_max(values)
+            if low is not None:
+                lows[index].append(low)
+                highs[index].append(high)
+    data: dict[str, list[Any]] = {"rows": [rows]}
+    for index, _ in enumerate(columns):
+        data[f"nulls_{index}"] = [nulls[index]]
+        data[f"nans_{index}"] = [nans[index]]
+        data[f"min_{index}"] = [min(lows[index]) if lows[index] else None]  # str: code point = UTF-8 byte order
+        data[f"max_{index}"] = [max(highs[index]) if highs[index] else None]
+    return pa.Table.from_pydict(data, schema=partial_schema)
+
+
+def _min_max(values: pa.Array | pa.ChunkedArray) -> tuple[Any, Any]:
+    if len(values) == values.null_count:
+        return None, None
+    extremes = pc.min_max(values)
+    return extremes["min"].as_py(), extremes["max"].as_py()
+
+
+def merge_metrics(partials: Iterable[ArrowData], schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    """Partial metrics (any number of ``metrics_schema`` rows, in any order) as one such row:
+    counts added, extremes of the extremes (Python orders ``str`` by code point, which is UTF-8
+    byte order)."""
+    partial_schema = metrics_schema(schema, columns)
+    pieces = [conform_table(piece, partial_schema) for piece in partials if piece.num_rows]
+    whole = pa.concat_tables(pieces) if pieces else partial_schema.empty_table()
+    data: dict[str, list[Any]] = {"rows": [int(pc.sum(whole.column("rows")).as_py() or 0)]}
+    for index, _ in enumerate(columns):
+        lows = [value for value in whole.column(f"min_{index}").to_pylist() if value is not None]
+        highs = [value for value in whole.column(f"max_{index}").to_pylist() if value is not None]
+        data[f"nulls_{index}"] = [int(pc.sum(whole.column(f"nulls_{index}")).as_py() or 0)]
+        data[f"nans_{index}"] = [int(pc.sum(whole.column(f"nans_{index}")).as_py() or 0)]
+        data[f"min_{index}"] = [min(lows) if lows else None]
+        data[f"max_{index}"] = [max(highs) if highs else None]
+    return pa.Table.from_pydict(data, schema=partial_schema)
+
+
+def finish_metrics(partials: Iterable[ArrowData], schema: pa.Schema, columns: Sequence[str]) -> dict[str, ColumnMetrics]:
+    """The partial metrics of every partition (any number, in any order) merged on the driver."""
+    merged = merge_metrics(partials, schema, columns).to_pylist()[0]
+    return {
+        column: ColumnMetrics(rows=merged["rows"], nulls=merged[f"nulls_{index}"], nans=merged[f"nans_{index}"],
+                              min=merged[f"min_{index}"], max=merged[f"max_{index}"])
+        for index, column in enumerate(columns)
+    }
+
+
 def partial_sums(table: pa.Table, key: str, columns: Sequence[str]) -> pa.Table:
     """Per key, the sums of the high and low 32-bit halves of each integer column.
 
@@ -298,7 +453,9 @@ def _sum_halves(halves: pa.Table, key: str, columns: Sequence[str]) -> pa.Table:
 def merge_partial_sums(partials: Sequence[pa.Table], key: str, columns: Sequence[str]) -> pa.Table:
     """Partial sums of several partitions combined into one row per key (still exact).
 
-    ``partials`` must hold at least one table (an ``empty_partial_sums`` will do).
+    ``partials`` must hold at least one table (an ``empty_partial_sums`` will do); each table
+    must hold one row per key (a table gathering several partitions' partials, whose keys
+    repeat, goes through ``sum_gathered_partials``).
     """
     non_empty = [partial for partial in partials if partial.num_rows]
     if not non_empty:
@@ -306,6 +463,12 @@ def merge_partial_sums(partials: Sequence[pa.Table], key: str, columns: Sequence
     if len(non_empty) == 1:
         return non_empty[0]
     return _sum_halves(pa.concat_tables(non_empty, promote_options="permissive"), key, columns)
+
+
+def sum_gathered_partials(gathered: pa.Table, key: str, columns: Sequence[str]) -> pa.Table:
+    """One row per key of a table holding the partial sums of several partitions (a key once
+    per partition that has it), e.g. every Spark task's partials gathered on the driver."""
+    return _sum_halves(gathered, key, columns) if gathered.num_rows else gathered
 
 
 def empty_partial_sums(schema: pa.Schema, key: str, columns: Sequence[str]) -> pa.Table:

@@ -55,6 +55,32 @@ Contract (the conformance suite in ``tests/engines`` is its executable form):
   ever spills, like the rest of the task), Beam keeps the whole side in this process's memory
   (the in-process runner only). The rest of the side is shipped as before.
 
+* ``map_fragments(fragments, fn, schema, side)`` calls ``fn(fragment, side)`` once per
+  fragment (an opaque picklable description of a piece of the input, e.g. the platform's
+  ``sources.Fragment``) where the engine runs its tasks, and concatenates the returned tables
+  (an Arrow table or a pandas frame, cast safely to ``schema``). This is how an input is read,
+  checked and canonicalized on the executors: the driver ships only the fragments and never
+  holds a row. ``fragments_per_task`` consecutive fragments share a task; the rows do not
+  depend on it. The result is an ordinary collection (no clustering).
+* ``first_row(c, column)`` is the row with the smallest non-null value of the integer or string
+  ``column`` (``None`` when there is none), found by a distributed minimum: each partition keeps
+  its own smallest row and only those reach the driver. With a unique column (the platform's
+  ``ROW_ID``) the result does not depend on partitioning; on a tie the row whose other columns
+  sort first wins.
+* ``column_metrics(c, columns)`` is, per column, the rows, nulls, NaNs (float columns) and the
+  smallest and largest other value, reduced where the rows live (one partial row per partition
+  to the driver): what an input gate needs, without a driver-side frame. ``sum_by_key`` cannot
+  give a minimum or maximum, and a ``map_batches`` partial would see int64 values through pandas
+  (float64 when a column has nulls), hence a primitive of its own. Exact on every engine.
+* Errors raised on a worker by the engine's user functions (``fn`` of the maps, and reading or
+  writing files) reach the driver as the same exception when its arguments and attributes are
+  plain values (text, numbers, ``None``): an ``InputError`` raised while a fragment is read on a
+  Spark executor is raised by the action (``count``, ``write_parquet``...) on the driver as that
+  ``InputError``, one line and its exit code (``forward_errors`` on the worker,
+  ``worker_errors`` on the driver). Other exceptions surface as the engine reports them. Which
+  of several failing tasks is reported is up to the engine: a deterministic "first failing row"
+  is found with ``first_row`` over flagged rows instead.
+
 Protection (``Engine.protection``): an engine says how it keeps the release secret and the rows
 off disk and off the wire in clear; a session or runner that cannot is refused
 (``EngineRefused``) unless the configuration opts out (``allow_unencrypted``).
@@ -62,17 +88,28 @@ off disk and off the wire in clear; a session or runner that cannot is refused
 
 from __future__ import annotations
 
+import base64
+import binascii
+import importlib
 import io
+import json
 import pickle
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 
 BatchFunction = Callable[[pd.DataFrame, Any], pd.DataFrame]
+FragmentFunction = Callable[[Any, Any], "pa.Table | pa.RecordBatch | pd.DataFrame"]
+"""``fn(fragment, side)`` of ``map_fragments``: the fragment's rows (typically read with
+``sources.read_fragment``, checked and canonicalized), an Arrow table or a pandas frame."""
+_T = TypeVar("_T")
 
 
 class Collection:
@@ -141,6 +178,158 @@ def join_key_material(payload: bytes, keys: Sequence[bytes]) -> Any:
     return _KeyMaterialUnpickler(io.BytesIO(payload), keys).load()
 
 
+@dataclass(frozen=True)
+class ColumnMetrics:
+    """One column's metrics over a whole collection (``Engine.column_metrics``): ``rows`` in the
+    collection, ``nulls`` among them, ``nans`` (float columns; 0 otherwise), and the smallest and
+    largest value that is neither null nor NaN (``None`` when there is none) as a Python value;
+    strings compare by UTF-8 bytes, and ``-0.0`` and ``0.0`` are equal (either may be reported)."""
+
+    rows: int
+    nulls: int
+    nans: int
+    min: Any
+    max: Any
+
+
+# ---- errors raised on workers ------------------------------------------------------------------
+
+WORKER_ERROR_MARK = "privlake-worker-error:"
+"""Starts the encoded exception inside the text of a ``ForwardedError``."""
+_FORWARDED = re.compile(re.escape(WORKER_ERROR_MARK) + r"([A-Za-z0-9_=-]+)")
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+_MAX_FORWARDED_CHARACTERS = 4_000
+_FORWARDED_MODULES = ("pipelines.", "schemas.", "transforms.", "pyarrow.")
+"""Where a forwarded exception's class may come from (with ``builtins``): the driver imports
+nothing else by a name read from a worker's error text."""
+
+
+class ForwardedError(RuntimeError):
+    """What a worker raises in place of an exception the driver should see again: its text
+    ends with the exception encoded (class, arguments, attributes; plain values only), which
+    survives engines that hand the driver only a worker's traceback as text (a Spark
+    ``PythonException``, a Beam runner's error)."""
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, _PLAIN_SCALARS):
+        return True
+    if isinstance(value, tuple | list):
+        return all(_plain(item) for item in value)
+    return False
+
+
+def _encoded(error: BaseException) -> str | None:
+    """``error`` as text a driver can rebuild it from, or ``None`` when it cannot travel: a
+    class that is not importable by name, or an argument or attribute that is not a plain value
+    (bytes may be raw input, as in a ``UnicodeDecodeError``)."""
+    cls = type(error)
+    if isinstance(error, ForwardedError) or "<" in cls.__qualname__:
+        return None
+    if not (cls.__module__ == "builtins" or cls.__module__.startswith(_FORWARDED_MODULES)):
+        return None
+    try:
+        reduced = error.__reduce__()
+    except Exception:  # noqa: BLE001 - an exception that cannot be reduced does not travel
+        return None
+    if not isinstance(reduced, tuple) or len(reduced) < 2 or reduced[0] is not cls:
+        return None
+    arguments = reduced[1]
+    state = reduced[2] if len(reduced) > 2 and reduced[2] is not None else {}
+    if not isinstance(arguments, tuple) or not isinstance(state, dict) or not _plain(arguments):
+        return None
+    if not all(isinstance(name, str) and _plain(value) for name, value in state.items()):
+        return None
+    text = json.dumps([cls.__module__, cls.__qualname__, list(arguments), state])
+    if len(text) > _MAX_FORWARDED_CHARACTERS:
+        return None
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def forwardable(error: BaseException) -> BaseException:
+    """What a worker raises for ``error``: a ``ForwardedError`` carrying it, or ``error`` itself
+    when it cannot travel (see ``_encoded``)."""
+    encoded = _encoded(error)
+    if encoded is None:
+        return error
+    first = " ".join(str(error).split())[:300]
+    return ForwardedError(f"{type(error).__name__}: {first} {WORKER_ERROR_MARK}{encoded}")
+
+
+def forward_errors(results: Iterable[_T]) -> Iterator[_T]:
+    """``results`` (a worker's output stream) with any exception raised while producing them
+    replaced by ``forwardable(exception)``: wrap every stream a worker computes user code in."""
+    try:
+        yield from results
+    except Exception as error:
+        carrier = forwardable(error)
+        if carrier is error:
+            raise
+        raise carrier from None
+
+
+def _rebuilt(encoded: str) -> BaseException | None:
+    try:
+        module, qualname, arguments, state = json.loads(base64.urlsafe_b64decode(encoded.encode()))
+        if not (module == "builtins" or module.startswith(_FORWARDED_MODULES)):
+            return None
+        cls: Any = importlib.import_module(module)
+        for name in qualname.split("."):
+            cls = getattr(cls, name)
+    except (ValueError, TypeError, binascii.Error, ImportError, AttributeError):
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return None
+    arguments = tuple(tuple(item) if isinstance(item, list) else item for item in arguments)
+    try:
+        error = cls(*arguments)
+    except Exception:  # noqa: BLE001 - a constructor that does not take its own args (InputError)
+        error = cls.__new__(cls, *arguments)
+        error.args = arguments
+    for name, value in state.items():
+        try:
+            setattr(error, name, value)
+        except AttributeError:
+            return None
+    return error
+
+
+def forwarded_error(error: BaseException) -> BaseException | None:
+    """The exception a worker forwarded (``forward_errors``) that ``error`` — an engine's report
+    of a failed job, or any exception it was raised from — carries in its text, or ``None``."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts = [str(current)]
+        java = getattr(current, "java_exception", None)
+        if java is not None:
+            try:
+                texts.append(str(java.toString()))
+            except Exception:  # noqa: BLE001 - a Py4J error whose JVM is gone
+                pass
+        for text in texts:
+            for found in reversed(list(_FORWARDED.finditer(text))):
+                rebuilt = _rebuilt(found.group(1))
+                if rebuilt is not None:
+                    return rebuilt
+        current = current.__cause__ or current.__context__
+    return None
+
+
+@contextmanager
+def worker_errors() -> Iterator[None]:
+    """Around a driver-side action: an exception a worker forwarded is raised again as itself
+    (its one line, its class and so its exit code), without the engine's traceback."""
+    try:
+        yield
+    except Exception as error:
+        forwarded = forwarded_error(error)
+        if forwarded is None:
+            raise
+        raise forwarded from None
+
+
 class Engine(ABC):
     name: ClassVar[str]
     parallelism: int
@@ -199,6 +388,28 @@ class Engine(ABC):
     @abstractmethod
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> Collection:
         """The rows of files written by ``write_groups``, clustered on ``key``, a partition per file."""
+
+    @abstractmethod
+    def map_fragments(
+        self,
+        fragments: Sequence[Any],
+        fn: FragmentFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        fragments_per_task: int = 1,
+    ) -> Collection:
+        """``fn(fragment, side)`` for every fragment, run where the engine runs its tasks
+        (``fragments_per_task`` consecutive fragments per task), as one collection of ``schema``.
+        The fragments travel to the tasks (keep them small: paths and scan tasks, never rows)."""
+
+    @abstractmethod
+    def first_row(self, collection: Collection, column: str = "ROW_ID") -> dict[str, Any] | None:
+        """The row (column name -> Python value) with the smallest non-null ``column`` value,
+        by a distributed minimum; ``None`` when no row has one."""
+
+    @abstractmethod
+    def column_metrics(self, collection: Collection, columns: Sequence[str] | None = None) -> dict[str, ColumnMetrics]:
+        """``ColumnMetrics`` of ``columns`` (default: all), reduced where the rows live."""
 
     def warm_up(self, modules: Sequence[str]) -> None:  # noqa: B027 - optional hook
         """Pay start-up costs ahead of the first real job (worker processes, their imports of

@@ -22,6 +22,14 @@ With no ``--runner`` option the pipelines run on the DirectRunner's batch engine
 runner; any other runner and its options are passed through unchanged. With a remote runner,
 ``temp_dir`` must be a folder the workers and the driver share.
 
+``map_fragments`` is a root of its own: ``Create`` of the fragment tasks (``fragments_per_task``
+fragments each) and a ``ParDo`` that runs the fragment function on each task's fragments, so
+every terminal operation reads the input again unless the collection is persisted.
+``first_row`` and ``column_metrics`` are ``CombineGlobally`` over per-bundle partials (the
+smallest row, one row of metrics) merged by the same functions as on the other engines.
+Exceptions raised in the DoFns that run user code or read and write files travel back to the
+driver through ``base.forward_errors`` and are raised again there (``base.worker_errors``).
+
 Side values (and so the release secret they carry) are not part of any pipeline graph: on the
 in-process runner (no ``--runner``, ``direct_running_mode`` ``in_memory`` or
 ``multi_threading``) the DoFns run in this interpreter, so a side value stays in this process's
@@ -50,7 +58,17 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.runner import PipelineState
 
 from pipelines.engines import arrow, storage
-from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError, EngineRefused
+from pipelines.engines.base import (
+    BatchFunction,
+    Collection,
+    ColumnMetrics,
+    Engine,
+    EngineError,
+    EngineRefused,
+    FragmentFunction,
+    forward_errors,
+    worker_errors,
+)
 
 DEFAULT_PARALLELISM = 4
 IN_PROCESS_RUNNING_MODES = ("in_memory", "multi_threading")
@@ -90,7 +108,8 @@ class BeamCollection(Collection):
     """A recipe for rows with columns ``schema``.
 
     A root has ``source_files`` (``from_pandas`` writes the frame to the engine's temp folder
-    first: inline data in a pipeline graph is pickled into it and is slow to ship); any other
+    first: inline data in a pipeline graph is pickled into it and is slow to ship), or a
+    ``("fragments", tasks, fn, side)`` step and no parent (``map_fragments``); any other
     collection has a ``parent`` and a ``step``. ``materialized`` lists Parquet files that hold the rows once computed (persist,
     cluster_by_key). ``whole_groups_key`` is set when every element (and every materialized
     file) holds whole groups of that key, sorted by it.
@@ -122,9 +141,9 @@ class _ReadFiles(beam.DoFn):
     def process(self, path: str | storage.Location) -> Iterator[pa.Table]:
         batches = arrow.read_parquet_batches(path, self.schema)
         if self.whole_groups_key is None:
-            yield from batches
+            yield from forward_errors(batches)
         else:
-            yield from arrow.whole_group_chunks(batches, self.whole_groups_key, self.rows_per_call)
+            yield from forward_errors(arrow.whole_group_chunks(batches, self.whole_groups_key, self.rows_per_call))
 
 
 def check_runner(options: Sequence[str], allow_unencrypted: bool) -> bool:
@@ -157,11 +176,64 @@ class _MapBatches(_SideUser):
         self.rows_per_call = rows_per_call
 
     def process(self, table: pa.Table, side: Any = None) -> Iterator[pa.Table]:
-        side = self._side(side)
+        return forward_errors(self._results(table, self._side(side)))
+
+    def _results(self, table: pa.Table, side: Any) -> Iterator[pa.Table]:
         for chunk in arrow.row_chunks([table], self.rows_per_call):
             result = arrow.apply_batch_function(self.fn, chunk, side, self.schema)
             if result.num_rows:
                 yield result
+
+
+class _MapFragments(_SideUser):
+    """A task (a tuple of fragments) -> the fragment function's tables."""
+
+    def __init__(self, fn: FragmentFunction, schema: pa.Schema):
+        self.fn = fn
+        self.schema = schema
+
+    def process(self, task: tuple[Any, ...], side: Any = None) -> Iterator[pa.Table]:
+        return forward_errors(arrow.fragment_tables(self.fn, task, self._side(side), self.schema))
+
+
+class _SmallestRow(beam.CombineFn):
+    """The row with the smallest ``column`` of all batches (a one-row table, or ``None``)."""
+
+    def __init__(self, column: str):
+        self.column = column
+
+    def create_accumulator(self) -> pa.Table | None:
+        return None
+
+    def add_input(self, accumulator: pa.Table | None, table: pa.Table) -> pa.Table | None:
+        return arrow.smallest_row([accumulator, table], self.column)
+
+    def merge_accumulators(self, accumulators: Iterable[pa.Table | None]) -> pa.Table | None:
+        return arrow.smallest_row(list(accumulators), self.column)
+
+    def extract_output(self, accumulator: pa.Table | None) -> pa.Table | None:
+        return accumulator
+
+
+class _MetricsCombineFn(beam.CombineFn):
+    """Column metrics of all batches, as one partial row (``arrow.partial_metrics``)."""
+
+    def __init__(self, schema: pa.Schema, columns: Sequence[str]):
+        self.schema = schema
+        self.columns = list(columns)
+
+    def create_accumulator(self) -> pa.Table:
+        return arrow.merge_metrics([], self.schema, self.columns)
+
+    def add_input(self, accumulator: pa.Table, table: pa.Table) -> pa.Table:
+        partial = arrow.partial_metrics([table], self.schema, self.columns)
+        return arrow.merge_metrics([accumulator, partial], self.schema, self.columns)
+
+    def merge_accumulators(self, accumulators: Iterable[pa.Table]) -> pa.Table:
+        return arrow.merge_metrics(list(accumulators), self.schema, self.columns)
+
+    def extract_output(self, accumulator: pa.Table) -> pa.Table:
+        return accumulator
 
 
 class _MapWholeGroups(_SideUser):
@@ -174,7 +246,9 @@ class _MapWholeGroups(_SideUser):
         self.rows_per_call = rows_per_call
 
     def process(self, table: pa.Table, side: Any = None) -> Iterator[pa.Table]:
-        side = self._side(side)
+        return forward_errors(self._results(table, self._side(side)))
+
+    def _results(self, table: pa.Table, side: Any) -> Iterator[pa.Table]:
         for chunk in arrow.whole_group_chunks([table], self.key, self.rows_per_call):
             result = arrow.apply_batch_function(self.fn, chunk, side, self.schema)
             if result.num_rows:
@@ -241,7 +315,9 @@ class _MapShardGroups(_SideUser):
         self.rows_per_call = rows_per_call
 
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]], side: Any = None) -> Iterator[pa.Table]:
-        side = self._side(side)
+        return forward_errors(self._results(shard_rows, self._side(side)))
+
+    def _results(self, shard_rows: tuple[int, Iterable[pa.Table]], side: Any) -> Iterator[pa.Table]:
         _, tables = shard_rows
         ordered = _sorted_shard(tables, self.key, self.input_schema)
         for chunk in arrow.whole_group_chunks(
@@ -261,6 +337,9 @@ class _WriteShard(beam.DoFn):
         self.sort_key = sort_key
 
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]]) -> Iterator[str]:
+        return forward_errors(self._written(shard_rows))
+
+    def _written(self, shard_rows: tuple[int, Iterable[pa.Table]]) -> Iterator[str]:
         shard, tables = shard_rows
         pieces: Iterable[pa.Table] = tables
         if self.sort_key is not None:
@@ -432,6 +511,38 @@ class BeamEngine(Engine):
         arrow.check_schema(schema)
         return self._child(source, ("map_groups", key, fn, self._hold(side)), schema)
 
+    def map_fragments(
+        self,
+        fragments: Sequence[Any],
+        fn: FragmentFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        fragments_per_task: int = 1,
+    ) -> BeamCollection:
+        arrow.check_schema(schema)
+        tasks = arrow.fragment_tasks(fragments, fragments_per_task)
+        if not tasks:
+            return BeamCollection(schema=schema.remove_metadata(), engine_id=id(self), source_files=[])
+        return BeamCollection(
+            schema=schema.remove_metadata(), engine_id=id(self), step=("fragments", tasks, fn, self._hold(side))
+        )
+
+    def first_row(self, collection: Collection, column: str = "ROW_ID") -> dict[str, Any] | None:
+        source = self._own(collection)
+        arrow.check_orderable(source.schema, column)
+        (smallest,) = self._run(
+            source, lambda rows, label: rows | f"{label} smallest" >> beam.CombineGlobally(_SmallestRow(column))
+        )
+        return arrow.row_dict(smallest)
+
+    def column_metrics(self, collection: Collection, columns: Sequence[str] | None = None) -> dict[str, ColumnMetrics]:
+        source = self._own(collection)
+        names = list(source.schema.names if columns is None else columns)
+        arrow.metrics_schema(source.schema, names)
+        combine = _MetricsCombineFn(source.schema, names)
+        (merged,) = self._run(source, lambda rows, label: rows | f"{label} metrics" >> beam.CombineGlobally(combine))
+        return arrow.finish_metrics([merged], source.schema, names)
+
     def cluster_by_key(self, collection: Collection, key: str) -> BeamCollection:
         source = self._own(collection)
         arrow.check_key(source.schema, key)
@@ -442,7 +553,7 @@ class BeamEngine(Engine):
 
     def persist(self, collection: Collection) -> BeamCollection:
         source = self._own(collection)
-        if source.materialized is not None or source.parent is None:
+        if source.materialized is not None or (source.parent is None and source.step is None):
             return source
         folder = self._new_folder("persist")
         writer = self._shard_writer(folder, source.schema, source.whole_groups_key)
@@ -546,7 +657,8 @@ class BeamEngine(Engine):
             | "gather" >> beam.CombineGlobally(beam.combiners.ToListCombineFn())
             | "save" >> beam.ParDo(_SaveResult(str(result_path)))
         )
-        state = pipeline.run().wait_until_finish()
+        with worker_errors():
+            state = pipeline.run().wait_until_finish()
         if state != PipelineState.DONE:
             raise EngineError(f"the Beam pipeline ended in state {state} instead of DONE")
         values = pickle.loads(result_path.read_bytes())
@@ -566,9 +678,19 @@ class BeamEngine(Engine):
                 | f"{label} files"
                 >> beam.ParDo(_ReadFiles(collection.schema, collection.whole_groups_key, self.rows_per_call))
             )
-        assert collection.parent is not None and collection.step is not None
-        upstream = self._expand(pipeline, collection.parent, labels)
+        assert collection.step is not None
         kind = collection.step[0]
+        if kind == "fragments":
+            _, tasks, fn, side = collection.step
+            label = f"{next(labels):03d} fragments"
+            dofn = _MapFragments(fn, collection.schema)
+            return (
+                pipeline
+                | f"{label} tasks" >> beam.Create(list(tasks), reshuffle=False)
+                | label >> self._par_do(pipeline, dofn, side, label)
+            )
+        assert collection.parent is not None
+        upstream = self._expand(pipeline, collection.parent, labels)
         label = f"{next(labels):03d} {kind}"
         if kind == "map_batches":
             _, fn, side = collection.step

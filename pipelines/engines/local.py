@@ -6,6 +6,10 @@ sorts each by the key and calls the batch function on chunks of whole groups, ex
 Spark and Beam engines do on their workers. Partitioning is real, so a pipeline whose results
 depended on which groups share a call would differ between engines and fail the conformance
 suite (tests/engines).
+
+``map_fragments`` runs each task (``fragments_per_task`` fragments) in this process, one
+partition per task, as the local engine runs every other map; ``first_row`` and
+``column_metrics`` reduce each partition and merge the partials as the other engines' drivers do.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import arrow
-from pipelines.engines.base import BatchFunction, Collection, Engine, EngineError
+from pipelines.engines.base import (
+    BatchFunction,
+    Collection,
+    ColumnMetrics,
+    Engine,
+    EngineError,
+    FragmentFunction,
+)
 
 DEFAULT_PARALLELISM = 4
 
@@ -119,6 +130,31 @@ class LocalEngine(Engine):
                 )
             )
         return self._collection(schema, outputs, key if keeps_groups else None)
+
+    def map_fragments(
+        self,
+        fragments: Sequence[Any],
+        fn: FragmentFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        fragments_per_task: int = 1,
+    ) -> LocalCollection:
+        arrow.check_schema(schema)
+        tasks = arrow.fragment_tasks(fragments, fragments_per_task)
+        partitions = [self._concat(list(arrow.fragment_tables(fn, task, side, schema)), schema) for task in tasks]
+        return self._collection(schema, partitions or [arrow.empty_table(schema)])
+
+    def first_row(self, collection: Collection, column: str = "ROW_ID") -> dict[str, Any] | None:
+        source = self._own(collection)
+        arrow.check_orderable(source.schema, column)
+        partials = [arrow.smallest_row([partition], column) for partition in source.partitions]
+        return arrow.row_dict(arrow.smallest_row(partials, column))
+
+    def column_metrics(self, collection: Collection, columns: Sequence[str] | None = None) -> dict[str, ColumnMetrics]:
+        source = self._own(collection)
+        names = list(source.schema.names if columns is None else columns)
+        partials = [arrow.partial_metrics([partition], source.schema, names) for partition in source.partitions]
+        return arrow.finish_metrics(partials, source.schema, names)
 
     def cluster_by_key(self, collection: Collection, key: str) -> LocalCollection:
         source = self._own(collection)

@@ -18,6 +18,14 @@ the same key maps its cached partitions directly, without a new shuffle.
 one partition per file), and maps without a shuffle between them are fused into one
 ``mapInArrow`` with the ``write_parquet`` after them (see ``SparkCollection``).
 
+``map_fragments`` is the same shape: a ``range`` of task indices, one partition per task, whose
+Python worker runs the fragment function on its task's fragments (carried in the closure, as
+``read_groups`` carries its file locations); the rows appear first on the executor and the maps
+that follow are fused with it. ``first_row`` and ``column_metrics`` append one more fused stage
+that reduces each partition to one row, and the driver merges those rows (``toArrow`` of one
+row per partition). Exceptions raised in the Python workers' stages travel back through
+``base.forward_errors`` and every driver-side action re-raises them (``base.worker_errors``).
+
 Protection. Every session the engine starts has ``spark.io.encryption.enabled`` (broadcasts,
 shuffle files, cache blocks and spills are encrypted on disk with a key held in memory),
 ``spark.authenticate`` and ``spark.network.crypto.enabled`` (RPC and block transfers
@@ -66,12 +74,16 @@ from pipelines.engines import arrow, storage
 from pipelines.engines.base import (
     BatchFunction,
     Collection,
+    ColumnMetrics,
     Engine,
     EngineError,
     EngineRefused,
     EngineUnreachable,
+    FragmentFunction,
+    forward_errors,
     join_key_material,
     split_key_material,
+    worker_errors,
 )
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
@@ -415,6 +427,25 @@ def _compose(stages: tuple[Any, ...]) -> Any:
     return run
 
 
+def _forwarding(run: Any) -> Any:
+    """``run`` (a ``mapInArrow`` function) with its exceptions made to reach the driver
+    (``base.forward_errors``)."""
+
+    def forwarding(batches: Iterator[Any]) -> Iterator[Any]:
+        return forward_errors(run(batches))
+
+    return forwarding
+
+
+@dataclass(frozen=True)
+class _PythonTasks:
+    """A collection whose rows are made in the Python workers: ``count`` tasks, task ``i``'s
+    rows being ``produce(i)`` (Arrow tables), one partition per task."""
+
+    count: int
+    produce: Any
+
+
 def _chain(source: SparkCollection) -> tuple[SparkCollection, tuple[Any, ...]]:
     """The collection whose rows feed ``source``'s fused Python stages, and those stages."""
     return (source.origin, source.stages) if source.origin is not None else (source, ())
@@ -434,13 +465,16 @@ class SparkCollection(Collection):
     ``frame`` is the same computation as a DataFrame, for the JVM primitives. A collection
     mapped from another before that one was persisted recomputes the other's stages rather than
     reading its cache (persist before mapping to reuse it). ``persist`` on a ``read_groups``
-    collection caches its rows, after which they are read from the cache, not the files."""
+    collection caches its rows, after which they are read from the cache, not the files.
+    ``tasks`` is set for ``map_fragments`` (rows made by the Python workers, one partition per
+    task), which maps fuse with as with ``group_files``."""
 
     schema: pa.Schema
     frame: Any
     clustered_key: str | None = None
     engine_id: int = field(default=0, repr=False)
     group_files: tuple[str | storage.Location, ...] | None = None
+    tasks: _PythonTasks | None = field(default=None, repr=False)
     origin: SparkCollection | None = field(default=None, repr=False)
     stages: tuple[Any, ...] = field(default=(), repr=False)
 
@@ -666,22 +700,35 @@ class SparkEngine(Engine):
         return mapped
 
     def _python_map(self, source: SparkCollection, run: Any, structure: Any) -> Any:
-        """``mapInArrow(run)`` over ``source``'s rows. For a ``read_groups`` collection the
-        rows never pass through the JVM: one task per file, whose Python worker reads the file
-        and feeds its batches to ``run``."""
-        if source.group_files is None:
-            return source.frame.mapInArrow(run, structure)
-        return self._map_files(source.group_files, source.schema, run, structure)
+        """``mapInArrow(run)`` over ``source``'s rows. For a ``read_groups`` or
+        ``map_fragments`` collection the rows never pass through the JVM before ``run``: one
+        task per file (or fragment task), whose Python worker makes the rows and feeds them to
+        ``run``."""
+        if source.group_files is not None:
+            return self._map_files(source.group_files, source.schema, run, structure)
+        if source.tasks is not None:
+            return self._map_tasks(source.tasks, run, structure)
+        return source.frame.mapInArrow(_forwarding(run), structure)
 
     def _map_files(self, files: tuple[str | storage.Location, ...], schema: pa.Schema, run: Any, structure: Any) -> Any:
         """``run`` over the rows of ``files``, each file read by the Python worker of its own task."""
 
-        def run_files(indices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def read_file(index: int) -> Iterator[pa.Table]:
+            return arrow.read_parquet_batches(files[index], schema)
+
+        return self._map_tasks(_PythonTasks(len(files), read_file), run, structure)
+
+    def _map_tasks(self, tasks: _PythonTasks, run: Any, structure: Any) -> Any:
+        """``run`` over the rows of ``tasks``: a ``range`` of task indices, one per partition,
+        each Python worker producing its task's rows."""
+        produce = tasks.produce
+
+        def run_tasks(indices: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in indices:
                 for index in batch.column(0).to_pylist():
-                    yield from run(arrow.read_parquet_batches(files[index], schema))
+                    yield from run(produce(index))
 
-        return self.session.range(0, len(files), 1, len(files)).mapInArrow(run_files, structure)
+        return self.session.range(0, tasks.count, 1, tasks.count).mapInArrow(_forwarding(run_tasks), structure)
 
     def _own(self, collection: Collection) -> SparkCollection:
         if not isinstance(collection, SparkCollection) or collection.engine_id != id(self):
@@ -759,6 +806,68 @@ class SparkEngine(Engine):
 
         return self._mapped(source, run_groups, schema, key if keeps_groups else None)
 
+    def map_fragments(
+        self,
+        fragments: Sequence[Any],
+        fn: FragmentFunction,
+        schema: pa.Schema,
+        side: Any = None,
+        fragments_per_task: int = 1,
+    ) -> SparkCollection:
+        structure = spark_schema(schema)
+        schema = schema.remove_metadata()
+        grouped = tuple(arrow.fragment_tasks(fragments, fragments_per_task))
+        if not grouped:
+            return self._collection(schema, self.session.createDataFrame([], structure))
+        read_side = self._side_reader(side)
+
+        def produce(index: int) -> Iterator[pa.Table]:
+            side_value = read_side() if read_side is not None else None
+            return arrow.fragment_tables(fn, grouped[index], side_value, schema)
+
+        tasks = _PythonTasks(len(grouped), produce)
+        collection = self._collection(schema, self._map_tasks(tasks, _identity_batches, structure))
+        collection.tasks = tasks
+        return collection
+
+    def first_row(self, collection: Collection, column: str = "ROW_ID") -> dict[str, Any] | None:
+        """Each partition's smallest row (a fused Python stage), the smallest of those on the driver."""
+        source = self._own(collection)
+        arrow.check_orderable(source.schema, column)
+        input_schema = source.schema
+
+        def smallest(batches: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+            best = None
+            for batch in batches:
+                if batch.num_rows:
+                    best = arrow.smallest_row([best, arrow.conform_table(batch, input_schema)], column)
+            if best is not None:
+                yield from best.to_batches()
+
+        partials = self._reduce_partitions(source, smallest, spark_schema(input_schema))
+        return arrow.row_dict(arrow.smallest_row([arrow.conform_table(partials, input_schema)], column))
+
+    def column_metrics(self, collection: Collection, columns: Sequence[str] | None = None) -> dict[str, ColumnMetrics]:
+        """Each partition's metrics as one row (a fused Python stage), merged on the driver."""
+        source = self._own(collection)
+        input_schema = source.schema
+        names = list(input_schema.names if columns is None else columns)
+        partial_schema = arrow.metrics_schema(input_schema, names)
+
+        def metrics(batches: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+            conformed = (arrow.conform_table(batch, input_schema) for batch in batches)
+            yield from arrow.partial_metrics(conformed, input_schema, names).to_batches()
+
+        partials = self._reduce_partitions(source, metrics, spark_schema(partial_schema))
+        return arrow.finish_metrics([partials], input_schema, names)
+
+    def _reduce_partitions(self, source: SparkCollection, reduce: Any, structure: Any) -> pa.Table:
+        """``reduce`` (batches -> a few batches) run on every partition of ``source`` after its
+        fused stages; what it yields, gathered on the driver."""
+        origin, stages = _chain(source)
+        with worker_errors():
+            return self._python_map(origin, _compose((*stages, reduce)), structure).toArrow()
+
     def _clustered_frame(self, frame: Any, key: str) -> Any:
         return frame.repartition(self.parallelism, key).sortWithinPartitions(key)
 
@@ -780,7 +889,9 @@ class SparkEngine(Engine):
         arrow.check_key(source.schema, key)
         arrow.check_integer_columns(source.schema, columns)
         origin = source.origin if source.origin is not None else source
-        if origin.group_files is not None and len(origin.group_files) <= DRIVER_MERGE_MAX_FILES:
+        python_tasks = (len(origin.group_files) if origin.group_files is not None
+                        else origin.tasks.count if origin.tasks is not None else None)
+        if python_tasks is not None and python_tasks <= DRIVER_MERGE_MAX_FILES:
             return self._sum_by_key_on_workers(source, key, columns)
         halves = []
         aliases = []
@@ -791,13 +902,14 @@ class SparkEngine(Engine):
                 value.bitwiseAND(spark_functions.lit(0xFFFFFFFF)).alias(f"low_{index}"),
             ]
             aliases += [f"high_{index}", f"low_{index}"]
-        summed = (
-            source.frame.select(spark_functions.col(key), *halves)
-            .groupBy(key)
-            .agg(*[spark_functions.sum(alias).alias(alias) for alias in aliases])
-            .select(key, *aliases)
-            .toArrow()
-        )
+        with worker_errors():
+            summed = (
+                source.frame.select(spark_functions.col(key), *halves)
+                .groupBy(key)
+                .agg(*[spark_functions.sum(alias).alias(alias) for alias in aliases])
+                .select(key, *aliases)
+                .toArrow()
+            )
         partials = summed.rename_columns([key, *arrow.half_sum_names(columns)])
         return arrow.finish_sums(partials, key, columns, source.schema.field(key).type)
 
@@ -820,9 +932,10 @@ class SparkEngine(Engine):
             yield from merged.rename_columns(transport).to_batches()
 
         structure = spark_schema(empty.rename_columns(transport).schema)
-        partials = self._python_map(origin, _compose((*stages, partial_sums)), structure).toArrow()
+        with worker_errors():
+            partials = self._python_map(origin, _compose((*stages, partial_sums)), structure).toArrow()
         partials = partials.rename_columns(empty.schema.names).cast(empty.schema)
-        merged = arrow.merge_partial_sums([empty, partials], key, columns)
+        merged = arrow.merge_partial_sums([empty, arrow.sum_gathered_partials(partials, key, columns)], key, columns)
         return arrow.finish_sums(merged, key, columns, input_schema.field(key).type)
 
     def persist(self, collection: Collection) -> SparkCollection:
@@ -832,18 +945,22 @@ class SparkEngine(Engine):
         if not source.frame.is_cached:
             source.frame.persist(StorageLevel.MEMORY_AND_DISK)
             self._cached_frames.append(source.frame)
-        source.origin, source.stages, source.group_files = None, (), None
+        source.origin, source.stages, source.group_files, source.tasks = None, (), None, None
         return source
 
     def unpersist(self, collection: Collection) -> None:
         self._own(collection).frame.unpersist()
 
     def count(self, collection: Collection) -> int:
-        return int(self._own(collection).frame.count())
+        source = self._own(collection)
+        with worker_errors():
+            return int(source.frame.count())
 
     def collect(self, collection: Collection) -> pd.DataFrame:
         source = self._own(collection)
-        return arrow.table_to_frame(arrow.conform_table(source.frame.toArrow(), source.schema))
+        with worker_errors():
+            table = source.frame.toArrow()
+        return arrow.table_to_frame(arrow.conform_table(table, source.schema))
 
     def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
         source = self._own(collection)
@@ -883,5 +1000,6 @@ class SparkEngine(Engine):
                 yield pa.RecordBatch.from_pydict({"path": [path.name]})
 
         origin, stages = _chain(source)
-        written = self._python_map(origin, _compose((*stages, write_partition)), "path string").toArrow()
+        with worker_errors():
+            written = self._python_map(origin, _compose((*stages, write_partition)), "path string").toArrow()
         return [target / name for name in sorted(written.column("path").to_pylist())]
