@@ -14,9 +14,10 @@ dataset's budget charges (``pipelines/platform/policy.py``: the whole release by
 Composition: a dataset's spending is the composition of the steps of every release that is
 reserved or published, at the budget's δ: the smaller ε of basic composition (Dwork and Roth,
 Theorem 3.16; valid for any adaptive mix) and of privacy-loss distributions
-(``transforms/core/privacy_loss.py``: each step's dominating pair, pessimistic discretization) — never looser than summing. A reservation
-is accepted when that ε, with the new release's steps added, is at most the budget's ε (a relative
-1e-9 absorbs the rounding of sums such as 0.1 + 0.2; any real overdraft is refused).
+(``transforms/core/privacy_loss.py``: each step's dominating pair, pessimistic discretization) —
+never looser than summing. A reservation is accepted when that ε, with the new release's steps
+added, is at most the budget's ε (a relative 1e-12 absorbs the rounding of float sums such as
+0.1 + 0.2, a relative 1e-16; any real overdraft is refused).
 
 Concurrency: pyiceberg's own commit retry is switched off for this table
 (``commit.retry.num-retries = 0``), because a blind retry would re-append a reservation without
@@ -51,7 +52,7 @@ RESERVED = "reserved"
 PUBLISHED = "published"
 REFUNDED = "refunded"
 ACTIVE = (RESERVED, PUBLISHED)
-BUDGET_RELATIVE_TOLERANCE = 1e-9
+BUDGET_RELATIVE_TOLERANCE = 1e-12
 MAX_COMMIT_ATTEMPTS = 50
 _RETRY_PAUSE_SECONDS = 0.02
 

@@ -36,9 +36,13 @@ MECHANISMS = (PURE_DP, APPROXIMATE_DP, GAUSSIAN)
 DISCRETIZATION = pld.GRID
 """Width of the privacy-loss buckets (nats); pessimistic rounding makes it a safe overstatement."""
 PLD_METHOD = "privacy-loss distributions (pessimistic)"
-DELTA_TOLERANCE = 1e-9
-"""Relative slack on δ for basic composition: absorbs the rounding of sums such as 6e-6 + 4e-6, so
-a δ budget split into exact parts can be used up; any real excess is far larger."""
+DELTA_TOLERANCE = 1e-12
+"""Relative slack on δ for basic composition: absorbs the rounding of float sums such as
+6e-6 + 4e-6 (a relative 1e-16 each), so a δ budget split into exact parts can be used up; the
+δ a release states is then exact to this relative 10⁻¹², and any real excess is far larger."""
+MAX_PLD_CELLS = 1 << 25
+"""Above this grid size (ε or Gaussian scales in the hundreds: spending no budget allows) the PLD
+is not built; basic composition answers, or nothing does (∞)."""
 BASIC_METHOD = "basic composition"
 
 
@@ -73,6 +77,9 @@ class PrivacyStep:
             and self.sensitivity_over_sigma >= 0
         ):
             raise ValueError("a gaussian step needs a finite sensitivity_over_sigma at least 0")
+        if self.mechanism == GAUSSIAN and self.delta < gaussian_delta(float(self.sensitivity_over_sigma), self.epsilon):
+            # basic composition takes the stated point as given: it must hold for the noise scale
+            raise ValueError("a gaussian step's (epsilon, delta) is not a point its noise scale achieves")
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -104,6 +111,22 @@ def _step_distribution(mechanism: str, epsilon: float, delta: float, count: int,
     return one.self_compose(count) if count > 1 else one
 
 
+def gaussian_delta(s: float, epsilon: float) -> float:
+    """The exact δ(ε) of the Gaussian mechanism with ``s = Δ/σ`` (Balle and Wang 2018, Theorem 8):
+    ``Φ(s/2 − ε/s) − e^ε·Φ(−s/2 − ε/s)``; 0 when ``s = 0`` (nothing is spent). Slightly understated
+    (a relative 10⁻⁹ and 10⁻³⁰⁰) so a point computed exactly passes the check that uses it."""
+    if s == 0:
+        return 0.0
+    root = math.sqrt(2.0)
+    upper = 0.5 * math.erfc(-(s / 2 - epsilon / s) / root)
+    lower = 0.5 * math.erfc((s / 2 + epsilon / s) / root)
+    try:
+        value = upper - math.exp(epsilon) * lower
+    except OverflowError:
+        return 0.0
+    return max(0.0, value * (1 - 1e-9) - 1e-300)
+
+
 @dataclass(frozen=True)
 class Composition:
     """What a list of steps spends at ``delta``: ``epsilon`` by ``method``, and the basic
@@ -126,24 +149,32 @@ def basic_composition(steps: Iterable[PrivacyStep]) -> tuple[float, float]:
             math.fsum(step.count * step.delta for step in steps))
 
 
-def _grouped(steps: list[PrivacyStep]) -> list[PrivacyStep]:
-    """Equal mechanisms merged into one step with the summed count: a self-composition is one FFT
-    power, far cheaper than composing the same distribution again and again. All Gaussian steps
-    become one: ``N(0, 1)`` against ``N(s_i, 1)`` composed is exactly ``N(0, 1)`` against
-    ``N(√(Σ s_i²), 1)`` (the losses are independent normals ``N(s_i²/2, s_i²)``, whose sum is the
-    loss of that pair; Dong, Roth, Su 2019, Corollary 2), discretized once — exact, and tighter
-    than composing discretized ones."""
-    gaussian = [step for step in steps if step.mechanism == GAUSSIAN and step.sensitivity_over_sigma]
-    steps = [step for step in steps if step.mechanism != GAUSSIAN]
-    if gaussian:
-        joint = math.sqrt(math.fsum(step.count * float(step.sensitivity_over_sigma) ** 2 for step in gaussian))
-        steps.append(PrivacyStep(GAUSSIAN, 0.0, 0.0, 1, sensitivity_over_sigma=joint))
+def _grouped(steps: list[PrivacyStep]) -> list[tuple[str, float, float, int, float | None]]:
+    """The steps' distinct dominating pairs as ``(mechanism, ε, δ, count, s)``: equal mechanisms
+    merged into one with the summed count (a self-composition is one FFT power, far cheaper than
+    composing the same distribution again and again). All Gaussian steps become one: ``N(0, 1)``
+    against ``N(s_i, 1)`` composed is exactly ``N(0, 1)`` against ``N(√(Σ s_i²), 1)`` (the losses are
+    independent normals ``N(s_i²/2, s_i²)``, whose sum is the loss of that pair; Dong, Roth, Su
+    2019, Corollary 2), discretized once — exact, and tighter than composing discretized ones."""
     counts: dict[tuple, int] = {}
     for step in steps:
-        key = (step.mechanism, step.epsilon, step.delta, step.sensitivity_over_sigma)
-        counts[key] = counts.get(key, 0) + step.count
-    return [PrivacyStep(mechanism, epsilon, delta, count, sensitivity)
-            for (mechanism, epsilon, delta, sensitivity), count in counts.items()]
+        if step.mechanism != GAUSSIAN:
+            key = (step.mechanism, step.epsilon, step.delta, None)
+            counts[key] = counts.get(key, 0) + step.count
+    grouped = [(mechanism, epsilon, delta, count, s) for (mechanism, epsilon, delta, s), count in counts.items()]
+    gaussian = [step for step in steps if step.mechanism == GAUSSIAN and step.sensitivity_over_sigma]
+    if gaussian:
+        joint = math.sqrt(math.fsum(step.count * float(step.sensitivity_over_sigma) ** 2 for step in gaussian))
+        grouped.append((GAUSSIAN, 0.0, 0.0, 1, joint))
+    return grouped
+
+
+def _pld_cells(grouped: list[tuple[str, float, float, int, float | None]]) -> float:
+    """About how many grid cells the composed distribution spans (before tails are cut)."""
+    span = 0.0
+    for mechanism, epsilon, _, count, s in grouped:
+        span += 16.0 * float(s) * (1.0 + float(s)) if mechanism == GAUSSIAN else 2.0 * count * epsilon
+    return span / pld.GRID
 
 
 def compose(steps: Iterable[PrivacyStep], delta: float) -> Composition:
@@ -160,7 +191,10 @@ def compose(steps: Iterable[PrivacyStep], delta: float) -> Composition:
     log_no_infinity = math.fsum(step.count * math.log1p(-step.delta) for step in steps if step.mechanism != GAUSSIAN)
     if -math.expm1(log_no_infinity) > delta and not within:
         return Composition(math.inf, delta, method, basic_epsilon, basic_delta)
-    distributions = [d for d in (step.distribution() for step in _grouped(steps)) if d is not None]
+    grouped = _grouped(steps)
+    if _pld_cells(grouped) > MAX_PLD_CELLS:  # huge ε or s: basic composition (or ∞), never an out-of-memory
+        return Composition(best, delta, method, basic_epsilon, basic_delta)
+    distributions = [d for d in (_step_distribution(*group) for group in grouped) if d is not None]
     if not distributions:
         return Composition(0.0 if within else math.inf, delta, method, basic_epsilon, basic_delta)
     composed = distributions[0]

@@ -54,6 +54,8 @@ _FFT_FROM = 4096
 _SPARSE_PAIRS = 1 << 20
 """Up to this many pairs of atoms a long convolution sums the pairs (exact) instead of an FFT."""
 _ROUNDING = float(np.finfo(np.float64).eps)
+_ULPS_UP = 4 * _ROUNDING
+"""A few units in the last place: the mass at +∞ is rounded up by this relative amount."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,11 @@ class PrivacyLossDistribution:
     def compose(self, other: PrivacyLossDistribution) -> PrivacyLossDistribution:
         """The PLD of both mechanisms run on the same data (the sum of independent losses)."""
         mass, extra = _convolve(self.mass, other.mass)
-        finite = 1.0 - (1.0 - self.infinity_mass) * (1.0 - other.infinity_mass)
-        return _normalized(self.lowest + other.lowest, mass, finite + extra)
+        a, b = self.infinity_mass, other.infinity_mass
+        # P[L₁ + L₂ = ∞] = a + b − ab, written so that small masses keep their relative precision
+        # (1 − (1 − a)(1 − b) loses ~1e-16 absolute, all of a 1e-15 mass), then rounded up.
+        infinity = (a + b - a * b) * (1 + _ULPS_UP)
+        return _normalized(self.lowest + other.lowest, mass, infinity + extra)
 
     def self_compose(self, count: int) -> PrivacyLossDistribution:
         """``count`` runs of this mechanism (by repeated squaring: ``O(log count)`` convolutions)."""
@@ -124,7 +129,7 @@ class PrivacyLossDistribution:
         gap = self.infinity_mass + above_mass[j] - delta
         if above_weight[j] <= 0 or gap <= 0:
             return _rounded_up(float(losses[j]))
-        epsilon = math.log(gap / above_weight[j])
+        epsilon = math.log(gap) - math.log(float(above_weight[j]))  # a ratio could overflow
         return _rounded_up(float(min(max(epsilon, floor), losses[j])))
 
 
@@ -141,7 +146,7 @@ def from_privacy_parameters(epsilon: float, delta: float = 0.0) -> PrivacyLossDi
         raise ValueError("need a finite epsilon ≥ 0 and delta in [0, 1)")
     up, down = math.ceil(epsilon / GRID), math.ceil(-epsilon / GRID)
     at_up = (1.0 - delta) / (1.0 + math.exp(-epsilon))
-    at_down = (1.0 - delta) / (1.0 + math.exp(epsilon))
+    at_down = (1.0 - delta) * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))  # no overflow for large ε
     mass = np.zeros(up - down + 1)
     mass[0] += at_down
     mass[-1] += at_up
@@ -223,22 +228,25 @@ def _normalized(lowest: int, mass: np.ndarray, infinity_mass: float) -> PrivacyL
     point lost moved to ``+∞``, and the result's total at most 1. Works on the atoms only (a
     composed ±ε pair is a long, mostly empty grid)."""
     mass = np.asarray(mass, dtype=np.float64)
+    infinity_mass = min(1.0, max(0.0, infinity_mass))
     at = np.flatnonzero(mass)
-    if not len(at):
-        return PrivacyLossDistribution(lowest, np.zeros(1), min(1.0, max(0.0, infinity_mass)))
     values = mass[at]
+    lost = 1.0 - infinity_mass - float(np.sum(values))  # before any cut: what rounding lost
+    if lost > 0:
+        infinity_mass = min(1.0, infinity_mass + lost * (1 + _ULPS_UP))
+    if not len(at):
+        return PrivacyLossDistribution(lowest, np.zeros(1), infinity_mass)
     upper_cumulative = np.cumsum(values[::-1])
     cut_upper = int(np.searchsorted(upper_cumulative, TAIL_MASS / 2, side="right"))  # top atoms with mass ≤ τ/2
     moved_up = float(upper_cumulative[cut_upper - 1]) if cut_upper else 0.0
+    infinity_mass = min(1.0, infinity_mass + moved_up * (1 + _ULPS_UP))
     kept = len(at) - cut_upper
+    if kept == 0:  # every finite atom went to +∞
+        return PrivacyLossDistribution(lowest, np.zeros(1), infinity_mass)
     lower_cumulative = np.cumsum(values[:kept])
     cut_lower = min(int(np.searchsorted(lower_cumulative, TAIL_MASS / 2, side="right")), kept - 1)
     first, last = int(at[cut_lower]), int(at[kept - 1])
     trimmed = mass[first: last + 1].copy()
     if cut_lower:
         trimmed[0] += float(lower_cumulative[cut_lower - 1])  # the lower tail, moved up to the first kept atom
-    infinity_mass = min(1.0, max(0.0, infinity_mass) + moved_up)
-    lost = 1.0 - infinity_mass - float(np.sum(values))
-    if lost > 0:
-        infinity_mass = min(1.0, infinity_mass + lost)
     return PrivacyLossDistribution(lowest + first, trimmed, infinity_mass)
