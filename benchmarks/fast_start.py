@@ -63,9 +63,7 @@ NOT_COMPUTATION = ("read", "validat", "publish", "wait for engine", "stage", "wr
 LIBRARIES = "import pandas, pyarrow.parquet, pyiceberg.catalog.sql"
 """What the release's own process imports before its work (GX is the gate worker's: next)."""
 GATE_WORKER_IMPORT = (
-    "import sys\nfrom pipelines.platform import validation as v\n"
-    "[sys.modules.setdefault(name, None) for name in v.HIDDEN_FROM_GX]\n"
-    "sys.meta_path.insert(0, v._DeferredImports(v.DEFERRED_FOR_GX))\nimport great_expectations"
+    "from pipelines.platform import validation\nvalidation.prepare_gx_imports()\nimport great_expectations"
 )
 """What the gate's worker imports, in parallel (``pipelines/platform/validation.py``)."""
 
@@ -78,7 +76,8 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> Path:
 
 
 CLI: list[str] = [str(PRIVLAKE)]
-"""How set-up and read-back commands run (``--code`` makes it ``python -P -m pipelines``)."""
+"""How the measured releases and the set-up and read-back commands run (``--code`` makes it
+``python -P -m pipelines``)."""
 
 
 def _cli(*arguments: str, environment: dict[str, str]) -> str:
@@ -227,35 +226,27 @@ def computation_seconds(release_id: str, lake: Path, environment: dict[str, str]
     return own, timings
 
 
-def plan_variants(kinds: tuple[str, ...], compare_with: Path | None,
-                  code: Path | None = None) -> dict[str, tuple[Any, dict[str, str], str | None]]:
-    """Name -> (command from the round's configs, extra environment, kind or None). ``code``: run
-    the release variants from that checkout (``python -P -m pipelines`` on ``PYTHONPATH``) instead of
-    the installed ``privlake``."""
-    def privlake(*arguments: str) -> list[str]:
-        if code is None:
-            return [str(PRIVLAKE), *arguments]
-        return [str(PYTHON), "-P", "-m", "pipelines", *arguments]
-
-    now = {"PYTHONPATH": str(code)} if code is not None else {}
+def plan_variants(kinds: tuple[str, ...], compare_with: Path | None) -> dict[str, tuple[Any, dict[str, str], str | None]]:
+    """Name -> (command from the round's configs, extra environment, kind or None). The release
+    variants run as :data:`CLI` does (``--code``: that checkout, on the environment's ``PYTHONPATH``)."""
     variants: dict[str, tuple[Any, dict[str, str], str | None]] = {
         "python -c pass": (lambda _: [str(PYTHON), "-c", "pass"], {}, None),
         "privlake --help": (lambda _: [str(PRIVLAKE), "--help"], {}, None),
         "libraries a release imports": (lambda _: [str(PYTHON), "-c", LIBRARIES], {}, None),
-        "the gate worker's GX import": (lambda _: [str(PYTHON), "-P", "-c", GATE_WORKER_IMPORT], now, None),
+        "the gate worker's GX import": (lambda _: [str(PYTHON), "-P", "-c", GATE_WORKER_IMPORT], {}, None),
     }
     for kind in kinds:
         def run(configs: dict[str, Path], kind: str = kind) -> list[str]:
-            return privlake("run", str(configs[kind]), "--json")
+            return [*CLI, "run", str(configs[kind]), "--json"]
 
-        variants[f"privlake run ({kind})"] = (run, now, kind)
+        variants[f"privlake run ({kind})"] = (run, {}, kind)
         if kind != "filter":
-            variants[f"privlake run ({kind}), gate worker off"] = (run, {**now, "PRIVLAKE_GATE_WORKER": "0"}, kind)
+            variants[f"privlake run ({kind}), gate worker off"] = (run, {"PRIVLAKE_GATE_WORKER": "0"}, kind)
         else:
             def privatize(configs: dict[str, Path]) -> list[str]:
-                return privlake("run", str(configs[PRIVATIZE_ONLY]), "--json")
+                return [*CLI, "run", str(configs[PRIVATIZE_ONLY]), "--json"]
 
-            variants[f"privlake run ({PRIVATIZE_ONLY})"] = (privatize, now, None)
+            variants[f"privlake run ({PRIVATIZE_ONLY})"] = (privatize, {}, None)
         if compare_with is not None:
             def run_before(configs: dict[str, Path], kind: str = kind) -> list[str]:
                 # the older code's entry; -P: no working folder on sys.path ahead of PYTHONPATH
@@ -296,7 +287,7 @@ def main() -> int:
         print(f"setting up {', '.join(kinds)} in {folder}", flush=True)
         per_round = setup(folder, kinds, args.repeats, environment)
 
-        variants = plan_variants(kinds, args.compare_with, args.code)
+        variants = plan_variants(kinds, args.compare_with)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
         computation: dict[str, list[float]] = {kind: [] for kind in kinds}
         stage_timings: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}

@@ -166,6 +166,18 @@ def parquet_problem(path: Path, error: BaseException) -> InputError:
     return InputError(str(path), f"cannot be read as PARQUET: {reason}")
 
 
+def text_convert_options(columns: list[str]) -> pacsv.ConvertOptions:
+    """Arrow's CSV options for reading ``columns`` as text, a :data:`NULL_SPELLINGS` field (quoted
+    or not) as missing: how every kind's CSV input is read."""
+    return pacsv.ConvertOptions(
+        include_columns=columns,
+        column_types={column: pa.string() for column in columns},
+        null_values=list(NULL_SPELLINGS),
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+    )
+
+
 def read_input_table(
     settings: MappedTableSettings, wanted: list[str], dictionary_columns: tuple[str, ...] = ()
 ) -> pa.Table:
@@ -190,16 +202,7 @@ def read_input_table(
             missing = [column for column in wanted if column not in header]
             if missing:
                 raise missing_column(name, settings, missing[0], header)
-            return pacsv.read_csv(
-                path,
-                convert_options=pacsv.ConvertOptions(
-                    include_columns=wanted,
-                    column_types={column: pa.string() for column in wanted},
-                    null_values=list(NULL_SPELLINGS),
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=True,
-                ),
-            )
+            return pacsv.read_csv(path, convert_options=text_convert_options(wanted))
         schema = pq.read_schema(path)
         missing = [column for column in wanted if column not in schema.names]
         if missing:

@@ -75,11 +75,11 @@ from pipelines.engines import storage
 from pipelines.engines.storage import Location, Where
 from pipelines.platform.errors import InputError
 from pipelines.platform.input import (
-    NULL_SPELLINGS,
     arrow_ragged_row,
     csv_problem,
     header_names,
     parquet_problem,
+    text_convert_options,
 )
 from schemas.base import LakeLocation, LakeSetting
 from schemas.sources import SourceSpec
@@ -574,13 +574,7 @@ def _read_csv(fragment: Fragment, file_columns: list[str] | None, keys_read: lis
         _check_columns(fragment, header, wanted, keys_read, csv=True)
         source = _csv_source(where)
         try:
-            return pacsv.read_csv(source, convert_options=pacsv.ConvertOptions(
-                include_columns=wanted,
-                column_types={column: pa.string() for column in wanted},
-                null_values=list(NULL_SPELLINGS),
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=True,
-            ))
+            return pacsv.read_csv(source, convert_options=text_convert_options(wanted))
         finally:
             if not isinstance(source, Path):
                 source.close()

@@ -352,6 +352,15 @@ def stop_gate_worker() -> None:
         worker.close()
 
 
+def prepare_gx_imports() -> None:
+    """How the worker's GX is imported: :data:`HIDDEN_FROM_GX` as not installed, and
+    :data:`DEFERRED_FOR_GX` loaded lazily. Call it before GX is imported (the worker; the
+    fast-start benchmark's floor; the tests)."""
+    for name in HIDDEN_FROM_GX:
+        sys.modules.setdefault(name, None)  # type: ignore[assignment]  # "not installed", for GX
+    sys.meta_path.insert(0, _DeferredImports(DEFERRED_FOR_GX))
+
+
 def serve_gate_worker() -> None:
     """The worker's loop: import GX and build its context at once, then answer requests until
     the parent closes the pipe. Standard output carries only the protocol (anything printed goes
@@ -359,9 +368,7 @@ def serve_gate_worker() -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     requests = sys.stdin.buffer
-    for name in HIDDEN_FROM_GX:
-        sys.modules.setdefault(name, None)  # type: ignore[assignment]  # "not installed", for GX
-    sys.meta_path.insert(0, _DeferredImports(DEFERRED_FOR_GX))
+    prepare_gx_imports()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

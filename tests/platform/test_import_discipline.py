@@ -177,9 +177,9 @@ def test_the_grid_distance_imports_pot_without_torch_only_when_called() -> None:
 
 def test_the_worker_defers_what_gx_imports_for_expectations_privlake_does_not_use() -> None:
     """In the worker, Altair and scipy.stats are registered but not run by GX's import (the
-    check fails when the finder is not installed: both then load in full)."""
+    check fails without ``prepare_gx_imports``: both then load in full)."""
     code = ("import sys\nfrom pipelines.platform import validation as v\n"
-            "sys.meta_path.insert(0, v._DeferredImports(v.DEFERRED_FOR_GX))\nimport great_expectations\n"
+            "v.prepare_gx_imports()\nimport great_expectations\n"
             "print(sorted(type(sys.modules[name]).__name__ for name in v.DEFERRED_FOR_GX))")
     assert printed_by_python(code).strip() == "['_LazyModule', '_LazyModule']"
     plain = "import sys\nimport great_expectations\nprint(type(sys.modules['altair']).__name__)"

@@ -89,15 +89,12 @@ class PrivacyStep:
         known = {"mechanism", "epsilon", "delta", "count", "sensitivity_over_sigma", "what"}
         return cls(**{key: value[key] for key in known if key in value})
 
-    def distribution(self) -> pld.PrivacyLossDistribution | None:
-        """The step's dominating pair as a PLD, composed ``count`` times (``None``: nothing spent)."""
-        return _step_distribution(self.mechanism, self.epsilon, self.delta, self.count, self.sensitivity_over_sigma)
-
 
 @functools.lru_cache(maxsize=64)
 def _step_distribution(mechanism: str, epsilon: float, delta: float, count: int,
                        sensitivity_over_sigma: float | None) -> pld.PrivacyLossDistribution | None:
-    """:meth:`PrivacyStep.distribution`, kept for the steps a release and its ledger compose again
+    """A step's dominating pair as a PLD, composed ``count`` times (``None``: nothing spent); kept
+    for the steps a release and its ledger compose again
     (the same iterations under every candidate ``t``; the dataset's earlier releases). The
     distributions are never modified in place."""
     if mechanism == GAUSSIAN:
