@@ -81,19 +81,17 @@ from transforms.filter.evaluation import (
     knn_mutual_information,
 )
 from transforms.filter.features import decode_features
+from transforms.filter.filter_training import FilterTrainingConfig, train_latent_filter
+from transforms.filter.inference import decode_latents, encode_latents
 from transforms.filter.latent_filter import (
-    FilterTrainingConfig,
     LinearLatentFilter,
     filter_distortion,
     label_sensitivity,
     privatize_latents,
-    train_latent_filter,
 )
 from transforms.filter.vae import (
     VaeTrainingConfig,
     configure_deterministic_torch,
-    decode_latents,
-    encode_latents,
 )
 
 SECRET = bytes(range(100, 132))

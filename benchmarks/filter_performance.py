@@ -495,6 +495,7 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     from pipelines.platform.model_store import ModelStore
     from transforms.core.keyed_randomness import secret_from_hex
     from transforms.filter.features import decode_features
+    from transforms.filter.inference import decode_latents, encode_latents
     from transforms.filter.latent_filter import LinearLatentFilter
     from transforms.filter.privatization import (
         filter_latents,
@@ -505,8 +506,6 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     from transforms.filter.vae import (
         VaeArtifact,
         configure_deterministic_torch,
-        decode_latents,
-        encode_latents,
     )
 
     threadpool_limits(1)

@@ -7,9 +7,8 @@ categorical feature's category code (int16), from which the worker rebuilds the 
 Compact staging matters: one-hot columns made Adult's staged rows six times wider, and moving them
 through the engine cost more than the VAE.
 The VAE artifact's bytes and the filters travel in the side value (shipped once per worker); the
-decoded model is cached per worker process by artifact id, so a worker rebuilds it once, not once
-per batch. Importing the module sets torch's deterministic single-thread mode (its first call costs
-about a second of imports), so the engine's warm-up pays it, not the first batch of each worker.
+parsed weights are cached per worker process by artifact id, so a worker parses them once, not once
+per batch. Inference is NumPy (``transforms.filter.inference``): no worker imports torch.
 """
 
 from __future__ import annotations
@@ -24,14 +23,12 @@ import pyarrow as pa
 from schemas.filter.expectations import FILTER_CHOICE_COLUMN, FILTER_RECORD_COLUMN
 from schemas.filter.features import FeatureSpec
 from transforms.filter.features import decode_features
+from transforms.filter.inference import VaeWeights, parse_artifact
 from transforms.filter.latent_filter import LinearLatentFilter
 from transforms.filter.privatization import privatize_features
-from transforms.filter.vae import VaeArtifact, VariationalAutoencoder, configure_deterministic_torch
 
 PRIVATE_COLUMN = "private"
 UTILITY_COLUMN = "utility"
-
-configure_deterministic_torch(1)
 
 
 def feature_columns(spec: FeatureSpec) -> list[str]:
@@ -113,9 +110,9 @@ class PrivatizationSide:
 
 
 @lru_cache(maxsize=4)
-def _model(artifact_id: str, artifact: bytes) -> tuple[VariationalAutoencoder, FeatureSpec]:
-    loaded = VaeArtifact.from_bytes(artifact)
-    return loaded.model, loaded.feature_spec
+def _model(artifact_id: str, artifact: bytes) -> tuple[VaeWeights, FeatureSpec]:
+    parsed = parse_artifact(artifact)
+    return parsed.weights(), parsed.feature_spec
 
 
 def privatized_rows(frame: pd.DataFrame, side: PrivatizationSide) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The filter kind's own command: ``privlake train-encoder`` (phase 1: the shared VAE)."""
+"""The filter kind's own commands: ``privlake train-encoder`` (phase 1: the shared VAE) and
+``privlake train-filters`` (each choice's filter, stored for releases with ``filters: {artifact: latest}``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pipelines.platform.errors import PrivlakeError
 from pipelines.platform.progress import StageProgress
 
 
-def _filter_config(path: str):
+def _filter_config(path: str, command: str = "train-encoder"):
     from pipelines.platform.config import load_config
 
     config = load_config(path)
     if config.kind != "filter":
-        raise PrivlakeError(f"{path}: train-encoder needs a config with kind: filter (got {config.kind!r})")
+        raise PrivlakeError(f"{path}: {command} needs a config with kind: filter (got {config.kind!r})")
     return config
 
 
@@ -25,7 +26,7 @@ def _command_train_encoder(args: argparse.Namespace) -> int:
     require_kind("filter")
     from pipelines.filter.pipeline import train_encoder
 
-    config = _filter_config(args.config)
+    config = _filter_config(args.config, "train-encoder")
     progress = StageProgress()
     try:
         summary = train_encoder(config, progress=progress)
@@ -43,6 +44,35 @@ def _command_train_encoder(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_train_filters(args: argparse.Namespace) -> int:
+    from pipelines.kinds import require_kind
+
+    require_kind("filter")
+    from pipelines.filter.pipeline import train_filters
+
+    config = _filter_config(args.config, "train-filters")
+    progress = StageProgress()
+    try:
+        summary = train_filters(config, progress=progress)
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(summary, default=str))
+        return 0
+    choices = ", ".join(
+        f"{choice['name']} (epsilon {_epsilon(choice['privacy'])})" for choice in summary["choices"]
+    )
+    print(f"stored filters for dataset {summary['dataset']!r} against encoder "
+          f"{summary['encoder_artifact_id'][:12]}: {choices} in {config.lake}")
+    print(summary["artifact_id"])
+    return 0
+
+
+def _epsilon(privacy: dict[str, Any]) -> str:
+    values = [value for value in (privacy.get("epsilon"), privacy.get("epsilon_exact_gaussian")) if value is not None]
+    return f"{min(values):.4g}" if values else "unbounded"
+
+
 def add_commands(commands: Any) -> None:
     encoder = commands.add_parser(
         "train-encoder", help="train a filter config's shared VAE on its training records and store it in the lake"
@@ -50,3 +80,11 @@ def add_commands(commands: Any) -> None:
     encoder.add_argument("config", help="a filter config (YAML)")
     encoder.add_argument("--json", action="store_true")
     encoder.set_defaults(handler=_command_train_encoder)
+    filters = commands.add_parser(
+        "train-filters",
+        help="train each choice's filter against the config's stored encoder and store the set in the lake "
+             "(releases with filters: {artifact: latest} then need no training and no torch)",
+    )
+    filters.add_argument("config", help="a filter config (YAML)")
+    filters.add_argument("--json", action="store_true")
+    filters.set_defaults(handler=_command_train_filters)

@@ -44,6 +44,7 @@ from pipelines.filter.blocks import (
     privatized_rows,
     staged_schema,
 )
+from pipelines.filter.filter_set import FilterSet, StoredChoice, choices_fingerprint
 from pipelines.filter.input import (
     FilterRecords,
     check_label_columns,
@@ -55,7 +56,12 @@ from pipelines.filter.validation import validate_filter_output
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
 from pipelines.platform.lake import open_lake
-from pipelines.platform.model_store import MODEL_KIND_FILTER_VAE, ModelStore, StoredModel
+from pipelines.platform.model_store import (
+    MODEL_KIND_FILTER_SET,
+    MODEL_KIND_FILTER_VAE,
+    ModelStore,
+    StoredModel,
+)
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -71,16 +77,14 @@ from transforms.core.accounting import GAUSSIAN, PrivacyStep
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.accounting import filter_privacy_summary, sensitivity_privacy_summary
 from transforms.filter.features import feature_fingerprint, feature_layout, feature_spec_sha256
-from transforms.filter.latent_filter import FilterTrainingConfig, LinearLatentFilter, train_latent_filter
-from transforms.filter.vae import (
+from transforms.filter.inference import (
+    ParsedArtifact,
     VaeArchitecture,
-    VaeArtifact,
-    VaeTrainingConfig,
-    configure_deterministic_torch,
+    VaeWeights,
     encode_latents,
-    train_vae,
-    training_summary,
+    parse_artifact,
 )
+from transforms.filter.latent_filter import LinearLatentFilter
 
 FILTER_WORKER_MODULES = ("pipelines.filter.blocks",)
 PURPOSE_VAE_TRAINING = "filter-vae-training"
@@ -120,6 +124,14 @@ def _read_spec(config: FilterConfig) -> FeatureSpec:
 def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train the shared VAE on the training records' features and store it in the lake; returns the
     stored model's summary (its ``artifact_id`` is what configs and manifests name)."""
+    from transforms.filter.vae import (  # torch: only training needs it
+        VaeArtifact,
+        VaeTrainingConfig,
+        configure_deterministic_torch,
+        train_vae,
+        training_summary,
+    )
+
     timer = StageTimer(progress)
     spec = _read_spec(config)
     with timer.stage("read training records"):
@@ -203,16 +215,25 @@ def capped_guarantee(config: FilterConfig) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class TrainedChoice:
-    latent_filter: LinearLatentFilter
-    distortion: float
-    training_records: int
-    final_epoch: dict[str, float]
+    """A choice's filter and what its training reported (``seconds``: its training time, in this
+    release or when the stored set was trained)."""
+
+    stored: StoredChoice
     seconds: float
+
+    @property
+    def latent_filter(self) -> LinearLatentFilter:
+        return self.stored.latent_filter
 
 
 def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndarray, training: FilterRecords,
-                   secret: bytes, release_id: str, timer: StageTimer) -> list[TrainedChoice]:
-    """Each choice's filter on the training records' posterior ``(mean, log_variance)``."""
+                   secret: bytes, stream: str, timer: StageTimer) -> list[TrainedChoice]:
+    """Each choice's filter on the training records' posterior ``(mean, log_variance)``, its draws
+    keyed by ``stream`` (the release id, or a stored set's own stream) and the choice's name."""
+    from transforms.filter.filter_training import FilterTrainingConfig, train_latent_filter
+    from transforms.filter.vae import configure_deterministic_torch
+
+    configure_deterministic_torch(1)
     rows = mean.shape[0]
     settings = config.filter_training
     trained = []
@@ -221,7 +242,7 @@ def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndar
         with timer.stage(stage):
             keep = np.arange(rows)
             if settings.max_records is not None and rows > settings.max_records:
-                sample = keyed_generator(secret, release_id, PURPOSE_FILTER_SAMPLE, choice.name)
+                sample = keyed_generator(secret, stream, PURPOSE_FILTER_SAMPLE, choice.name)
                 keep = np.sort(sample.choice(rows, size=settings.max_records, replace=False))
             private = training.labels[choice.private][keep]
             utility = training.labels[choice.utility][keep]
@@ -234,73 +255,200 @@ def _train_filters(config: FilterConfig, mean: np.ndarray, log_variance: np.ndar
                     batch_size=settings.batch_size, refit_every=settings.refit_every,
                     max_sensitivity=choice.max_sensitivity,
                 ),
-                keyed_generator(secret, release_id, PURPOSE_FILTER_TRAINING, choice.name),
+                keyed_generator(secret, stream, PURPOSE_FILTER_TRAINING, choice.name),
             )
-        trained.append(TrainedChoice(result.latent_filter, result.distortion, int(keep.size),
-                                     dict(result.history[-1]) if result.history else {}, timer.timings[stage]))
+        final = dict(result.history[-1]) if result.history else {}
+        trained.append(TrainedChoice(StoredChoice(choice.name, result.latent_filter, result.distortion,
+                                                  int(keep.size), final), timer.timings[stage]))
     return trained
+
+
+def _encoder_weights(store: ModelStore, encoder: StoredModel) -> tuple[bytes, ParsedArtifact]:
+    data = store.load(encoder.artifact_id)
+    return data, parse_artifact(data)
+
+
+def train_filters(config: FilterConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train each choice's filter against the config's encoder on the training records and store
+    the set in the lake (``filter_set.py``); returns the stored set's summary. The draws are keyed
+    by the dataset, the encoder and the training records' fingerprint, so the same inputs store
+    the same set (same id) again."""
+    timer = StageTimer(progress)
+    spec = _read_spec(config)
+    secret, secret_source = release_secret()
+    with open_lake(config.lake) as lake:
+        store = ModelStore(lake)
+        encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset,
+                                feature_spec_sha256(spec))
+        with timer.stage("load encoder"):
+            _, parsed = _encoder_weights(store, encoder)
+        with timer.stage("read training records"):
+            training = read_records(config.training, spec, _training_labels(config))
+        fingerprint = {**feature_fingerprint(training.features, spec),
+                       "file_sha256": file_fingerprint(config.training.path).removeprefix("sha256:")}
+        with timer.stage("encode training records"):
+            mean, log_variance = encode_latents(parsed.weights(), training.features)
+        stream = f"filter-set/{config.dataset}/{encoder.artifact_id}/{fingerprint['features_sha256']}"
+        trained = _train_filters(config, mean, log_variance, training, secret, stream, timer)
+        choices_sha256 = choices_fingerprint(config, encoder.artifact_id)
+        filter_set = FilterSet(encoder.artifact_id, choices_sha256, tuple(choice.stored for choice in trained))
+        privacy = config.privacy
+        description = {
+            "encoder_artifact_id": encoder.artifact_id,
+            "choices_sha256": choices_sha256,
+            "choices": [{"name": choice.stored.name, "training_records": choice.stored.training_records,
+                         "distortion_on_training_records": choice.stored.distortion,
+                         "training_seconds": choice.seconds,
+                         "privacy": filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders,
+                                                           privacy.conversion)}
+                        for choice in trained],
+            "data_fingerprint": fingerprint,
+            "secret_source": secret_source,
+            "code_version": code_version(),
+            "timings": dict(timer.timings),
+        }
+        artifact_id = filter_set.artifact_id
+        store.store(artifact_id, filter_set.to_bytes(), MODEL_KIND_FILTER_SET, config.dataset,
+                    feature_spec_sha256(spec), description)
+        return store.model(artifact_id).summary()
+
+
+def resolve_filter_set(store: ModelStore, config: FilterConfig, encoder: StoredModel) -> tuple[StoredModel, FilterSet]:
+    """The stored set ``filters.artifact`` names, checked to be trained against ``encoder`` for
+    exactly this config's choices (``filter_set.choices_fingerprint``)."""
+    reference = config.filters.artifact
+    wanted = choices_fingerprint(config, encoder.artifact_id)
+    candidates = store.models(MODEL_KIND_FILTER_SET)
+    if reference != "latest":
+        found = [model for model in candidates if model.artifact_id == reference]
+        if not found:
+            raise ConfigError(f"filters.artifact {reference[:12]}… is not a filter set in the lake {store.lake.description}")
+        model = found[0]
+        if model.description.get("encoder_artifact_id") != encoder.artifact_id:
+            raise ConfigError(f"filters.artifact {reference[:12]}…: it was trained against another encoder "
+                              f"({str(model.description.get('encoder_artifact_id'))[:12]}…, not {encoder.artifact_id[:12]}…)")
+        if model.description.get("choices_sha256") != wanted:
+            raise ConfigError(f"filters.artifact {reference[:12]}…: it was trained for other choices, labels or "
+                              "filter_training settings than this config's: run `privlake train-filters CONFIG`")
+    else:
+        matching = [model for model in candidates
+                    if model.dataset == config.dataset and model.description.get("encoder_artifact_id") == encoder.artifact_id
+                    and model.description.get("choices_sha256") == wanted]
+        if not matching:
+            raise ConfigError(
+                f"no filter set in the lake {store.lake.description} for dataset {config.dataset!r}, encoder "
+                f"{encoder.artifact_id[:12]}… and these choices: run `privlake train-filters CONFIG` first"
+            )
+        model = matching[0]
+    try:
+        filter_set = FilterSet.from_bytes(store.load(model.artifact_id))
+    except ValueError as error:
+        raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: {error}") from None
+    if [choice.name for choice in filter_set.choices] != config.choice_names:
+        raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: its choices are not this config's")
+    return model, filter_set
 
 
 @dataclass(frozen=True)
 class FilterPlan:
     """What a filter release decides before reading records: the feature spec, the stored encoder
-    it uses and, when every choice caps its sensitivity, the guarantee (``None`` otherwise: it
-    comes from the trained filters)."""
+    it uses, the stored filters (``None``: the release trains its own) and the guarantee when it is
+    known already — from the choices' caps, or from the stored filters (``None`` otherwise: it
+    comes from the filters the release trains)."""
 
     spec: FeatureSpec
     store: ModelStore
     encoder: StoredModel
-    preview: dict[str, Any] | None
+    guarantee: dict[str, Any] | None
+    filter_set: StoredModel | None
+    stored: list[TrainedChoice] | None
+
+
+def _summaries(config: FilterConfig, trained: list[TrainedChoice]) -> list[dict[str, Any]]:
+    privacy = config.privacy
+    return [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
+            for choice in trained]
+
+
+def _stored_choices(config: FilterConfig, model: StoredModel, filter_set: FilterSet) -> list[TrainedChoice]:
+    """The stored filters as the release uses them; a filter above its choice's cap (a set not
+    written by ``train-filters``) is refused rather than trusted."""
+    from transforms.filter.latent_filter import label_sensitivity
+
+    seconds = {entry.get("name"): entry.get("training_seconds", 0.0) for entry in model.description.get("choices", [])}
+    stored = []
+    for choice, entry in zip(config.choices, filter_set.choices, strict=True):
+        if choice.max_sensitivity is not None and label_sensitivity(entry.latent_filter) > choice.max_sensitivity:
+            raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: choice {choice.name!r}'s stored filter "
+                              f"exceeds its max_sensitivity {choice.max_sensitivity:g}")
+        stored.append(TrainedChoice(entry, float(seconds.get(choice.name) or 0.0)))
+    return stored
 
 
 def plan_release(context: ReleaseContext) -> FilterPlan:
-    """Check the spec, resolve the encoder and, with caps on every choice, reserve the guarantee."""
+    """Check the spec, resolve the encoder and the stored filters, and reserve the guarantee when
+    the caps or the stored filters give it."""
     config = context.config
     spec = _read_spec(config)
     store = ModelStore(context.lake)
     encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
-    preview = capped_guarantee(config)
-    if preview is not None:
-        context.reserve(charge_of(preview))
-    return FilterPlan(spec, store, encoder, preview)
+    filter_model, stored = None, None
+    if config.filters.artifact != "train":
+        filter_model, filter_set = resolve_filter_set(store, config, encoder)
+        stored = _stored_choices(config, filter_model, filter_set)
+    guarantee = capped_guarantee(config)
+    if guarantee is None and stored is not None:
+        guarantee = _finite(_headline(_summaries(config, stored)))
+    if guarantee is not None:
+        context.reserve(charge_of(guarantee))
+    return FilterPlan(spec, store, encoder, guarantee, filter_model, stored)
+
+
+def _finite(guarantee: dict[str, Any]) -> dict[str, Any]:
+    if guarantee["epsilon"] is None:
+        raise PrivlakeError(
+            "a trained filter's label sensitivity is infinite (its noise does not cover the label "
+            "shift): set max_sensitivity on the choices"
+        )
+    return guarantee
 
 
 @dataclass(frozen=True)
 class PreparedFilters:
-    """The driver's work before the engine runs: the encoder loaded, each choice's filter trained
-    (with its privacy summary), the guarantee, the input records and the workers' side value."""
+    """The driver's work before the engine runs: the encoder loaded, each choice's filter (stored,
+    or trained now) with its privacy summary, the guarantee, the input records, the workers' side
+    value, and the training records' posterior log-variances when the evaluation needs them."""
 
-    artifact: VaeArtifact
+    encoder: ParsedArtifact
+    weights: VaeWeights
     trained: list[TrainedChoice]
     summaries: list[dict[str, Any]]
     guarantee: dict[str, Any]
     input: PreparedInput
     side: PrivatizationSide
-    training_log_variance: np.ndarray
+    training_log_variance: np.ndarray | None
 
 
 def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilters:
-    """Load the encoder, train each choice's filter on the training records (keyed), reserve the
-    guarantee now if the caps did not give it, then read the records to privatize."""
+    """Load the encoder; without stored filters train each choice's filter on the training records
+    (keyed) and reserve the guarantee now if the caps did not give it; then read the records to
+    privatize."""
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
-    configure_deterministic_torch(1)
     with timer.stage("load encoder"):
-        artifact_bytes = plan.store.load(plan.encoder.artifact_id)
-        artifact = VaeArtifact.from_bytes(artifact_bytes)
-    with timer.stage("read training records"):
-        training = read_records(config.training, plan.spec, _training_labels(config))
-    training_mean, training_log_variance = encode_latents(artifact.model, training.features)
-    trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id, timer)
-    privacy = config.privacy
-    summaries = [filter_privacy_summary(choice.latent_filter, privacy.delta, privacy.orders, privacy.conversion)
-                 for choice in trained]
-    guarantee = plan.preview or _headline(summaries)
-    if plan.preview is None:
-        if guarantee["epsilon"] is None:
-            raise PrivlakeError(
-                "a trained filter's label sensitivity is infinite (its noise does not cover the label "
-                "shift): set max_sensitivity on the choices"
-            )
+        artifact_bytes, parsed = _encoder_weights(plan.store, plan.encoder)
+        weights = parsed.weights()
+    training_log_variance = None
+    if plan.stored is None or config.evaluation.enabled:
+        with timer.stage("read training records"):
+            training = read_records(config.training, plan.spec, _training_labels(config))
+        training_mean, training_log_variance = encode_latents(weights, training.features)
+    trained = plan.stored
+    if trained is None:
+        trained = _train_filters(config, training_mean, training_log_variance, training, secret, release_id, timer)
+    summaries = _summaries(config, trained)
+    guarantee = plan.guarantee
+    if guarantee is None:
+        guarantee = _finite(_headline(summaries))
         context.reserve(charge_of(guarantee))
     prepared = _prepare(context, plan.spec)
     side = PrivatizationSide(
@@ -309,7 +457,7 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
         {label: config.labels[label].classes for label in _utility_labels(config)},
         secret, release_id,
     )
-    return PreparedFilters(artifact, trained, summaries, guarantee, prepared, side, training_log_variance)
+    return PreparedFilters(parsed, weights, trained, summaries, guarantee, prepared, side, training_log_variance)
 
 
 def _utility_labels(config: FilterConfig) -> list[str]:
@@ -387,7 +535,7 @@ def _withheld(config: FilterConfig) -> dict[str, list[str]]:
 def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFilters, engine: Engine) -> ReleaseResult:
     """Stage the records, privatize them where they live, validate, evaluate, describe."""
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
-    spec, encoder, artifact, trained = plan.spec, plan.encoder, filters.artifact, filters.trained
+    spec, encoder, weights, trained = plan.spec, plan.encoder, filters.weights, filters.trained
     summaries, guarantee, prepared, side = filters.summaries, filters.guarantee, filters.input, filters.side
     out_schema = output_schema(spec, _utility_labels(config))
     rows = len(prepared.choices)
@@ -409,7 +557,7 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         with timer.stage("evaluate"):
             from pipelines.filter.report import evaluation_report
 
-            evaluation = evaluation_report(config, spec, artifact, [choice.latent_filter for choice in trained],
+            evaluation = evaluation_report(config, spec, weights, [choice.latent_filter for choice in trained],
                                            released_frame, prepared.records, prepared.choices, prepared.private,
                                            prepared.utility, filters.training_log_variance, secret, release_id)
     choices_report, choices_internal = [], []
@@ -426,10 +574,10 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         choices_internal.append({
             "name": choice.name,
             "records": int(count),
-            "distortion_on_training_records": result.distortion,
-            "training_records": result.training_records,
+            "distortion_on_training_records": result.stored.distortion,
+            "training_records": result.stored.training_records,
             "training_seconds": result.seconds,
-            "final_training_epoch": result.final_epoch,
+            "final_training_epoch": result.stored.final_epoch,
             "privacy": summary,
             "filter": result.latent_filter.to_dict(),
         })
@@ -446,6 +594,7 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             "epsilon_rdp": guarantee["epsilon_rdp"],
             "basis": "the choices' sensitivity caps (known before any record is read)"
             if all(choice.max_sensitivity is not None for choice in config.choices)
+            else "the stored filters (known before any record is read)" if plan.stored is not None
             else "the trained filters (known after training, before the released records are read)",
             "composition": "parallel over choices (each record is filtered once, by its owner's choice): "
                            "the release's guarantee is the weakest choice's",
@@ -455,9 +604,11 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         "rows": int(len(released_frame)),
         "model_artifact_id": side.artifact_id,
         "encoder": {"artifact_id": side.artifact_id, "trained_at": encoder.trained_at.isoformat(),
-                    "architecture": {key: value for key, value in artifact.model.architecture.to_dict().items()
+                    "architecture": {key: value for key, value in weights.architecture.to_dict().items()
                                      if key != "layout"}},
         "choices": choices_report,
+        "filters": {"source": "trained by this release" if plan.filter_set is None else "stored",
+                    "artifact_id": None if plan.filter_set is None else plan.filter_set.artifact_id},
         "engine": engine.name,
         "validation": {"output": output_validation.to_json()},
         **context.manifest_provenance(),
@@ -466,7 +617,8 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         "note": "computed from the raw and training records: operator figures outside the release's guarantee",
         "input_rows": rows,
         "choices": choices_internal,
-        "encoder": {"data_fingerprint": artifact.data_fingerprint, "training": artifact.training},
+        "encoder": {"data_fingerprint": filters.encoder.header["data_fingerprint"],
+                    "training": filters.encoder.header["training"]},
         "clipped_values": prepared.records.clipped,
         "validation": {
             "input": {

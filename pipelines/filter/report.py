@@ -28,9 +28,9 @@ from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.accounting import gaussian_baseline_filter, gaussian_baseline_noise_scale
 from transforms.filter.evaluation import release_evaluation
 from transforms.filter.features import decode_features, encode_features
+from transforms.filter.inference import VaeWeights, encode_latents
 from transforms.filter.latent_filter import LinearLatentFilter, filter_distortion
 from transforms.filter.privatization import privatize_encoded
-from transforms.filter.vae import VaeArtifact, encode_latents
 
 PURPOSE_EVALUATION = "filter-evaluation"
 PURPOSE_BASELINE = "filter-evaluation-baseline"
@@ -54,15 +54,15 @@ def _version_scores(features: np.ndarray, train: np.ndarray, test: np.ndarray, p
     return {"by_classifier": scores, "strongest": strongest}
 
 
-def _privatized_version(artifact: VaeArtifact, spec: FeatureSpec, latents: tuple[np.ndarray, np.ndarray],
+def _privatized_version(weights: VaeWeights, spec: FeatureSpec, latents: tuple[np.ndarray, np.ndarray],
                         rows: np.ndarray, private: np.ndarray, latent_filter: LinearLatentFilter, secret: bytes,
                         release_id: str, purpose: str) -> np.ndarray:
-    decoded = privatize_encoded(artifact.model, *latents, rows, np.zeros(rows.size, dtype=np.int64), private,
+    decoded = privatize_encoded(weights, *latents, rows, np.zeros(rows.size, dtype=np.int64), private,
                                 [latent_filter], secret, release_id, purpose)
     return encode_features(decode_features(decoded, spec), spec).matrix
 
 
-def evaluation_report(config: FilterConfig, spec: FeatureSpec, artifact: VaeArtifact,
+def evaluation_report(config: FilterConfig, spec: FeatureSpec, weights: VaeWeights,
                       filters: list[LinearLatentFilter], released: pd.DataFrame, records: FilterRecords,
                       choices: np.ndarray, private: np.ndarray, utility: np.ndarray,
                       training_log_variance: np.ndarray, secret: bytes, release_id: str) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, artifact: VaeArti
     settings = config.evaluation
     ordered = released.sort_values(FILTER_RECORD_COLUMN, kind="stable").reset_index(drop=True)
     released_features = encode_features(ordered, spec).matrix
-    latent_dimension = artifact.model.architecture.latent_dimension
+    latent_dimension = weights.architecture.latent_dimension
     report: dict[str, Any] = {
         "note": "classifiers trained afresh on a keyed sample of each choice's records and scored on held-out "
                 "records; computed from raw labels: an internal report, not privacy-protected",
@@ -102,14 +102,14 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, artifact: VaeArti
         noise_scale = gaussian_baseline_noise_scale(training_log_variance, choice.budget)
         no_filter = LinearLatentFilter(np.zeros((latent_dimension, 1)), np.zeros((latent_dimension, private_classes)))
         features = records.features[rows]
-        latents = encode_latents(artifact.model, features)
+        latents = encode_latents(weights, features)
         versions = {
             "raw": features,
-            "vae_round_trip": _privatized_version(artifact, spec, latents, rows, labels, no_filter, secret,
+            "vae_round_trip": _privatized_version(weights, spec, latents, rows, labels, no_filter, secret,
                                                   release_id, PURPOSE_ROUND_TRIP),
             "privatized": released_features[rows],
             "gaussian_baseline": _privatized_version(
-                artifact, spec, latents, rows, labels,
+                weights, spec, latents, rows, labels,
                 gaussian_baseline_filter(latent_dimension, private_classes, noise_scale), secret, release_id,
                 PURPOSE_BASELINE),
         }

@@ -1,4 +1,5 @@
-"""Versioned model artifacts in the lake, next to the releases: the filter kind's shared VAEs.
+"""Versioned model artifacts in the lake, next to the releases: the filter kind's shared VAEs and
+its stored filter sets (``pipelines/filter/filter_set.py``).
 
 Issue 5, phase 1: the VAE is trained once (``privlake train-encoder``) and reused by every filter
 release. An artifact is the byte string of ``transforms.filter.vae.VaeArtifact.to_bytes`` (no
@@ -28,6 +29,7 @@ from pipelines.platform.lake import Lake
 MODELS_NAMESPACE = "privlake"
 MODELS_TABLE = "models"
 MODEL_KIND_FILTER_VAE = "filter-vae"
+MODEL_KIND_FILTER_SET = "filter-set"
 
 MODELS_SCHEMA = pa.schema(
     [

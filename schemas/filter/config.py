@@ -173,6 +173,16 @@ class FilterTraining(StrictModel):
     )
 
 
+class FilterSetSettings(StrictModel):
+    """Where the choices' filters come from: ``train`` (trained by the release itself on the training
+    records, keyed by the release id), or a filter set stored by ``privlake train-filters``:
+    ``latest`` (the newest set in the lake trained for this dataset, this encoder and exactly these
+    choices, labels and filter-training settings) or its artifact id. A release with stored filters
+    reads no training record (but for its evaluation) and never imports torch."""
+
+    artifact: str = Field("train", pattern=r"^(train|latest|[0-9a-f]{64})$")
+
+
 class FilterPrivacy(StrictModel):
     delta: float = Field(1e-5, gt=0, lt=1, description="the delta of the converted (epsilon, delta)")
     orders: list[float] = Field(
@@ -220,6 +230,7 @@ class FilterConfig(StrictModel):
     default_choice: str | None = None
     encoder: EncoderSettings = EncoderSettings()
     filter_training: FilterTraining = FilterTraining()
+    filters: FilterSetSettings = FilterSetSettings()
     privacy: FilterPrivacy = FilterPrivacy()
     evaluation: FilterEvaluation = FilterEvaluation()
     engine: EngineSettings = EngineSettings()

@@ -33,13 +33,12 @@ from schemas.filter.features import FeatureSpec
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.evaluation import ClassifierKind, release_evaluation
 from transforms.filter.features import decode_features, encode_features, encode_label, feature_layout
+from transforms.filter.inference import decode_latents, encode_latents
 from transforms.filter.latent_filter import LinearLatentFilter, apply_latent_filter, sample_posterior
 from transforms.filter.vae import (
     VaeArchitecture,
     VaeTrainingConfig,
     VariationalAutoencoder,
-    decode_latents,
-    encode_latents,
     train_vae,
 )
 

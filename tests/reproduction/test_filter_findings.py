@@ -61,11 +61,10 @@ from transforms.filter.accounting import (
     gaussian_baseline_noise_scale,
 )
 from transforms.filter.evaluation import classifier_scores, knn_mutual_information
+from transforms.filter.filter_training import FilterTrainingConfig, train_latent_filter
 from transforms.filter.latent_filter import (
-    FilterTrainingConfig,
     LinearLatentFilter,
     label_sensitivity,
-    train_latent_filter,
 )
 from transforms.filter.vae import VaeTrainingConfig, configure_deterministic_torch
 
@@ -287,12 +286,13 @@ def test_adult_budget_sweep_and_the_gaussian_baseline_at_equal_distortion() -> N
     without keeping more utility; to protect as well it needs a much larger distortion, at which
     its utility falls toward the majority rate.
 
-    Ten keys (logistic): adversary AUROC falls by 0.131–0.185 from b = 0.5 to 16 (sd 0.020), by
-    0.085–0.124 to b = 4, and by 0.031–0.081 more to 16; income within 0.029–0.041 (b = 0.5),
-    0.034–0.052 (b = 4) and 0.043–0.057 (b = 16) of raw. The Gaussian at equal distortion: AUROC
-    0.104–0.155 above the filter's, utility −0.027–0.002 from it (sd 0.006); the Gaussian at
-    b = 64 against the filter at 16: AUROC 0.022–0.087 above (sd 0.022), utility 0.029–0.047 below.
-    Each bound three standard deviations beyond the worst key."""
+    Ten keys (logistic; NumPy inference): adversary AUROC falls by 0.131–0.184 from b = 0.5 to 16
+    (sd 0.019), by 0.092–0.132 to b = 4, and by 0.011–0.080 more to 16 (sd 0.021: the step from 4
+    to 16 is within a key's noise, so the claim is only that protection does not fall); income
+    within 0.028–0.039 (b = 0.5), 0.031–0.046 (b = 4) and 0.037–0.054 (b = 16) of raw. The Gaussian
+    at equal distortion: AUROC 0.091–0.150 above the filter's, utility −0.041–0.000 from it (sd
+    0.009); the Gaussian at b = 64 against the filter at 16: AUROC 0.031–0.083 above (sd 0.016),
+    utility 0.030–0.052 below (sd 0.007). Each bound three standard deviations beyond the worst key."""
     check_claims(CLAIMS, "adult_sweep", adult_sweep(TEST_KEY))
 
 
@@ -386,10 +386,10 @@ def test_digits_value_hidden_circle_kept_where_gaussian_noise_fails() -> None:
     about 0.4·¼ + 0.6·⅙ = 0.20. Claims: the adversary near that floor (majority 0.087), circle
     accuracy near raw; the Gaussian mechanism at the same distortion keeps far less utility.
 
-    Ten keys (449 test images each): raw adversary 0.927–0.958; the filter's 0.209–0.298 (sd
-    0.026); circle −0.020–0.062 from raw (sd 0.026); the Gaussian's circle 0.216–0.291 below the
-    filter's. Not asserted: "the Gaussian protects no better" — its adversary is −0.004–0.156 above
-    the filter's (mean 0.077, sd 0.044): higher on nine keys of ten, but not by a margin."""
+    Ten keys (449 test images each; NumPy inference): raw adversary 0.927–0.958; the filter's
+    0.240–0.311 (sd 0.023); circle −0.004–0.056 below raw (sd 0.019); the Gaussian's circle
+    0.211–0.276 below the filter's. Not asserted: "the Gaussian protects no better" — its adversary
+    is −0.016–0.107 above the filter's (mean 0.055, sd 0.034): higher on most keys, not by a margin."""
     check_claims(CLAIMS, "digits_value", digits_value(TEST_KEY))
 
 
@@ -414,9 +414,9 @@ def test_digits_value_with_the_sensitivity_cap() -> None:
     buys at β = 1: circle accuracy falls to about the Gaussian's level, against 0.936 raw and about
     0.93 uncapped. β = 3 gives adversary 0.264 and circle 0.78, better than the Gaussian on both.
 
-    Ten keys: the adversary 0.600–0.698 below the VAE's round trip (sd 0.033). Not asserted: below
-    the Gaussian baseline's, by 0.042–0.173 (mean 0.099, sd 0.044) — on every key, but not by three
-    standard deviations."""
+    Ten keys (NumPy inference): the adversary 0.591–0.700 below the VAE's round trip (sd 0.030). Not
+    asserted: below the Gaussian baseline's, by 0.013–0.120 (mean 0.084, sd 0.028) — on every key,
+    but not by three standard deviations."""
     assert label_sensitivity(digits_lab(TEST_KEY).filter("digit", "circle", 64.0, 1.0)) <= 1.0 + 1e-9
     check_claims(CLAIMS, "digits_cap", digits_cap(TEST_KEY))
 
@@ -442,8 +442,8 @@ def test_digits_at_least_5_is_only_partly_hidden_while_parity_is_kept() -> None:
     points of raw" — it loses 5–10 points; the bound below raw only guards against a collapse to
     the Gaussian's level.
 
-    Ten keys: the adversary 0.200–0.289 below the VAE's round trip (sd 0.030); parity 0.069–0.122
-    below raw (sd 0.017) and 0.093–0.167 above the Gaussian's (sd 0.022)."""
+    Ten keys (NumPy inference): the adversary 0.200–0.336 below the VAE's round trip (sd 0.037);
+    parity 0.051–0.107 below raw (sd 0.019) and 0.109–0.176 above the Gaussian's (sd 0.026)."""
     check_claims(CLAIMS, "digits_at_least_5", digits_at_least_5(TEST_KEY))
 
 
@@ -535,10 +535,10 @@ def test_two_users_with_opposite_choices_are_each_protected_in_the_pooled_releas
     release, since the other group's records, half of the classifier's training set, hide it).
 
     Each group's figures rest on about 225 test images, so the claims are on the mean of the two
-    groups. Ten keys: the pooled adversary 0.181–0.289 below raw (sd 0.032), −0.120–0.038 from a
-    single-choice release (sd 0.044; the bound, 0.17, only guards against pooling undoing the
-    filter), the kept label 0.204–0.347 over its majority rate (sd 0.041). Per group (recorded):
-    group 1's pooled adversary 0.161–0.332 below raw, group 2's 0.200–0.288."""
+    groups. Ten keys (NumPy inference): the pooled adversary 0.222–0.307 below raw (sd 0.028),
+    −0.090–0.001 from a single-choice release (sd 0.030; the bound, 0.17, only guards against
+    pooling undoing the filter), the kept label 0.175–0.333 over its majority rate (sd 0.040). Per group (recorded):
+    group 1's pooled adversary 0.194–0.359 below raw, group 2's 0.207–0.298."""
     check_claims(CLAIMS, "two_users", two_users(TEST_KEY))
 
 
@@ -570,13 +570,13 @@ CLAIMS = (
     Claim("adult_sweep.utility_minus_raw_b16", ">=", -0.07, "income a few points below raw"),
     Claim("adult_sweep.auroc_b16_minus_b0.5", "<=", -0.05, "protection grows with b"),
     Claim("adult_sweep.auroc_b4_minus_b0.5", "<=", 0.02, "protection does not fall with b"),
-    Claim("adult_sweep.auroc_b16_minus_b4", "<=", 0.03, "protection does not fall with b"),
+    Claim("adult_sweep.auroc_b16_minus_b4", "<=", 0.06, "protection does not fall with b"),
     Claim("adult_sweep.gaussian_auroc_minus_filter_b4", ">=", 0.03, "the Gaussian protects less"),
     Claim("adult_sweep.gaussian_auroc_minus_filter_b16", ">=", 0.03, "the Gaussian protects less"),
     Claim("adult_sweep.gaussian_utility_minus_filter_b4", "<=", 0.02, "the Gaussian keeps no more utility"),
     Claim("adult_sweep.gaussian_utility_minus_filter_b16", "<=", 0.02, "the Gaussian keeps no more utility"),
     Claim("adult_sweep.gaussian_b64_auroc_minus_filter_b16", ">=", -0.05, "the Gaussian at b = 64 protects about as well"),
-    Claim("adult_sweep.gaussian_b64_utility_minus_filter_b16", "<=", -0.01, "...and keeps less utility"),
+    Claim("adult_sweep.gaussian_b64_utility_minus_filter_b16", "<=", -0.005, "...and keeps less utility"),
     Claim("adult_cap1.adversary_over_majority", "<=", 0.03, "the cap costs no privacy"),
     Claim("adult_cap1.utility_minus_raw", ">=", -0.08, "income a few points below raw"),
     Claim("adult_cap2.adversary_over_majority", "<=", 0.04, "the cap costs no privacy"),
@@ -586,11 +586,11 @@ CLAIMS = (
     Claim("abalone_sweep.b10_adversary_auroc", "<=", 0.65, "b = 10 near chance"),
     Claim("abalone_sweep.b10_utility_minus_vae", ">=", -0.07, "utility at the VAE's level"),
     Claim("digits_value.raw_adversary", ">=", 0.85, "raw records reveal the digit"),
-    Claim("digits_value.adversary", "<=", 0.38, "the digit hidden down to its circle group"),
+    Claim("digits_value.adversary", "<=", 0.385, "the digit hidden down to its circle group"),
     Claim("digits_value.utility_minus_raw", ">=", -0.10, "circle kept"),
     Claim("digits_value.gaussian_utility_minus_filter", "<=", -0.10, "the Gaussian loses circle"),
     Claim("digits_cap.adversary_minus_vae", "<=", -0.3, "the capped filter hides the digit"),
-    Claim("digits_at_least_5.adversary_minus_vae", "<=", -0.11, "a partial fall of the adversary"),
+    Claim("digits_at_least_5.adversary_minus_vae", "<=", -0.08, "a partial fall of the adversary"),
     Claim("digits_at_least_5.utility_minus_raw", ">=", -0.18, "parity does not collapse"),
     Claim("digits_at_least_5.utility_minus_gaussian", ">=", 0.02, "parity kept better than by noise"),
     Claim("mutual_information.adult_knn_after_over_before", "<=", 0.60, "kNN information falls"),
@@ -601,5 +601,5 @@ CLAIMS = (
     Claim("mutual_information.digits_released_over_raw_bound", "<=", 0.31, "classifier bound falls"),
     Claim("two_users.mean_pooled_adversary_minus_raw", "<=", -0.08, "each group protected"),
     Claim("two_users.mean_pooled_adversary_minus_single", "<=", 0.17, "pooling costs little"),
-    Claim("two_users.mean_kept_over_majority", ">=", 0.08, "the kept label survives pooling"),
+    Claim("two_users.mean_kept_over_majority", ">=", 0.05, "the kept label survives pooling"),
 )

@@ -5,7 +5,8 @@ private label ``y`` whose owner chose filter ``f = (A, B)`` is released as ``x̃
 
     z = μ(x) + σ(x)·ε₀,     z̃ = z + A·ε + B·e_y,     ε₀ ~ N(0, I_k), ε ~ N(0, I_m),
 
-``μ, σ`` the frozen encoder's posterior and ``g`` the frozen decoder (``vae.py``, ``latent_filter.py``).
+``μ, σ`` the frozen encoder's posterior and ``g`` the frozen decoder (NumPy inference: ``inference.py``;
+the filter: ``latent_filter.py``). No torch: a worker privatizing records needs only NumPy.
 
 Keyed, partition-free draws: the standard normals ``(ε₀, ε)`` of the record at input position
 ``p`` are row ``p mod R`` of the ``R × w`` block drawn from
@@ -13,18 +14,19 @@ Keyed, partition-free draws: the standard normals ``(ε₀, ε)`` of the record 
 ``w = k + max m`` over the release's filters; a filter with a smaller ``m`` uses the first ``m``
 noise columns). A record's draws therefore depend only on the secret, the release id and its
 position, never on which batch, partition, engine or retry computes it; and with the VAE's
-fixed-block inference (``vae.encode_latents``) its released record is bit-identical everywhere.
+fixed-block inference (``inference.encode_latents``) its released record is bit-identical everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from transforms.core.keyed_randomness import keyed_generator
+from transforms.filter.inference import VaeWeights, decode_latents, encode_latents, vae_weights
 from transforms.filter.latent_filter import LinearLatentFilter, apply_latent_filter, sample_posterior
-from transforms.filter.vae import VariationalAutoencoder, decode_latents, encode_latents
 
 NOISE_BLOCK_ROWS = 4096
 PURPOSE_PRIVATIZATION = "filter-privatization"
@@ -68,11 +70,11 @@ def filter_latents(latent_mean: np.ndarray, latent_log_variance: np.ndarray, cho
     return filtered
 
 
-def privatize_encoded(model: VariationalAutoencoder, latent_mean: np.ndarray, latent_log_variance: np.ndarray,
+def privatize_encoded(model: VaeWeights | Any, latent_mean: np.ndarray, latent_log_variance: np.ndarray,
                       positions: np.ndarray, choices: np.ndarray, private_labels: np.ndarray,
                       filters: Sequence[LinearLatentFilter], secret: bytes, release_id: str,
                       purpose: str = PURPOSE_PRIVATIZATION) -> np.ndarray:
-    """``privatize_features`` from the records' posterior parameters (``vae.encode_latents``), for
+    """``privatize_features`` from the records' posterior parameters (``inference.encode_latents``), for
     callers that privatize the same records more than once."""
     normals = record_standard_normals(secret, release_id, positions,
                                       noise_width(latent_mean.shape[1], filters), purpose)
@@ -80,11 +82,12 @@ def privatize_encoded(model: VariationalAutoencoder, latent_mean: np.ndarray, la
                                                 normals))
 
 
-def privatize_features(model: VariationalAutoencoder, features: np.ndarray, positions: np.ndarray,
+def privatize_features(model: VaeWeights | Any, features: np.ndarray, positions: np.ndarray,
                        choices: np.ndarray, private_labels: np.ndarray, filters: Sequence[LinearLatentFilter],
                        secret: bytes, release_id: str, purpose: str = PURPOSE_PRIVATIZATION) -> np.ndarray:
     """The decoded, feature-shaped matrix of the privatized records (``features.decode_features``
     turns it into records)."""
-    mean, log_variance = encode_latents(model, features)
-    return privatize_encoded(model, mean, log_variance, positions, choices, private_labels, filters, secret,
+    weights = vae_weights(model)
+    mean, log_variance = encode_latents(weights, features)
+    return privatize_encoded(weights, mean, log_variance, positions, choices, private_labels, filters, secret,
                              release_id, purpose)

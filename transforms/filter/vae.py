@@ -33,10 +33,11 @@ Determinism: every draw (initial weights, minibatch order, ``z``, ``σ_b``, ``ε
 torch's global random state. With ``configure_deterministic_torch`` (one thread, deterministic
 algorithms) the same keys give bit-identical weights.
 
-Inference (``encode_latents``, ``decode_latents``) runs on fixed-size, zero-padded blocks so a
-record's result is bit-identical however the records are batched (engines, partitions, groups).
+Inference of the trained model (``inference.encode_latents``, ``inference.decode_latents``) is
+NumPy, on fixed-size, zero-padded blocks so a record's result is bit-identical however the records
+are batched (engines, partitions, groups); releases need no torch.
 
-Artifact: ``VaeArtifact.to_bytes`` is a self-describing, pickle-free byte string (magic, a JSON
+Artifact: ``VaeArtifact.to_bytes`` (format read by ``inference.parse_artifact``) is a self-describing, pickle-free byte string (magic, a JSON
 header with the format version, the architecture, the feature spec, the data fingerprint and the
 training settings, then the float32 tensors), and ``artifact_id`` is its SHA-256.
 """
@@ -57,11 +58,14 @@ from torch import nn
 
 from schemas.filter.features import FeatureSpec
 from transforms.filter.adam import Adam
-from transforms.filter.features import FeatureLayout, feature_layout
-
-LOG_VARIANCE_LIMITS = (-12.0, 6.0)
-ARTIFACT_MAGIC = b"PRIVLAKE-FILTER-VAE\n"
-ARTIFACT_FORMAT_VERSION = 1
+from transforms.filter.features import feature_layout
+from transforms.filter.inference import (
+    ARTIFACT_FORMAT_VERSION,
+    ARTIFACT_MAGIC,
+    LOG_VARIANCE_LIMITS,
+    VaeArchitecture,
+    parse_artifact,
+)
 
 
 def configure_deterministic_torch(threads: int = 1) -> None:
@@ -113,47 +117,6 @@ def multilayer_perceptron(widths: list[int], generator: torch.Generator) -> nn.S
 
 
 @dataclass(frozen=True)
-class VaeArchitecture:
-    """The network's shape: the feature layout, the latent dimension ``k``, the hidden widths of the
-    encoder (the decoder mirrors them) and the numeric columns' likelihood scale ``s``.
-
-    Defaults are those tried on Adult (106 feature columns): a smaller ``s`` weights the numeric
-    columns more against the KL term, which kept more of what predicts income (``s = 0.03`` against
-    ``0.1``: utility accuracy of the reconstruction 0.836 against 0.827; about 5 of the 16 latent
-    coordinates stay active either way)."""
-
-    layout: FeatureLayout
-    latent_dimension: int = 16
-    hidden_widths: tuple[int, ...] = (128, 128)
-    numeric_noise_scale: float = 0.03
-
-    def __post_init__(self) -> None:
-        if self.latent_dimension < 1:
-            raise ValueError("latent_dimension must be at least 1")
-        if any(width < 1 for width in self.hidden_widths):
-            raise ValueError("hidden widths must be positive")
-        if not self.numeric_noise_scale > 0:
-            raise ValueError("numeric_noise_scale must be positive")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layout": self.layout.to_dict(),
-            "latent_dimension": self.latent_dimension,
-            "hidden_widths": list(self.hidden_widths),
-            "numeric_noise_scale": self.numeric_noise_scale,
-        }
-
-    @classmethod
-    def from_dict(cls, document: dict[str, Any]) -> VaeArchitecture:
-        return cls(
-            layout=FeatureLayout.from_dict(document["layout"]),
-            latent_dimension=int(document["latent_dimension"]),
-            hidden_widths=tuple(int(width) for width in document["hidden_widths"]),
-            numeric_noise_scale=float(document["numeric_noise_scale"]),
-        )
-
-
-@dataclass(frozen=True)
 class VaeTrainingConfig:
     """Adam on minibatches; ``robustness_weight`` is ``λ`` and ``robustness_max_sigma`` is
     ``σ_max`` of the decoder-robustness term (module docstring)."""
@@ -180,11 +143,8 @@ class VariationalAutoencoder(nn.Module):
     def __init__(self, architecture: VaeArchitecture, generator: torch.Generator) -> None:
         super().__init__()
         self.architecture = architecture
-        hidden = list(architecture.hidden_widths)
-        width = architecture.layout.width
-        latent = architecture.latent_dimension
-        self.encoder = multilayer_perceptron([width, *hidden, 2 * latent], generator)
-        self.decoder = multilayer_perceptron([latent, *reversed(hidden), width], generator)
+        self.encoder = multilayer_perceptron(architecture.encoder_widths, generator)
+        self.decoder = multilayer_perceptron(architecture.decoder_widths, generator)
 
     def encode(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The posterior's mean and log-variance, each ``(n, k)``."""
@@ -301,60 +261,6 @@ def train_vae(
     return TrainedVae(model, history)
 
 
-INFERENCE_BLOCK_ROWS = 512
-
-
-def _fixed_blocks(data: torch.Tensor, block_rows: int) -> list[tuple[torch.Tensor, int]]:
-    """``data`` cut into blocks of exactly ``block_rows`` rows (the last one padded with zeros), with
-    the number of real rows in each."""
-    blocks = []
-    for start in range(0, data.shape[0], block_rows):
-        block = data[start : start + block_rows]
-        rows = block.shape[0]
-        if rows < block_rows:
-            block = torch.cat([block, block.new_zeros((block_rows - rows, block.shape[1]))])
-        blocks.append((block, rows))
-    return blocks
-
-
-def encode_latents(
-    model: VariationalAutoencoder, features: np.ndarray, block_rows: int = INFERENCE_BLOCK_ROWS
-) -> tuple[np.ndarray, np.ndarray]:
-    """The posterior's mean and log-variance of every record, float64 ``(n, k)`` each.
-
-    The network always runs on blocks of exactly ``block_rows`` rows (the last padded), because
-    float32 matrix products on CPU pick their kernel by shape: a record's latent then does not depend
-    on how the records were batched or grouped (on every engine, for the same ``block_rows``).
-    """
-    data = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
-    latent = model.architecture.latent_dimension
-    means, log_variances = [np.zeros((0, latent))], [np.zeros((0, latent))]
-    with torch.no_grad():
-        for block, rows in _fixed_blocks(data, block_rows):
-            mean, log_variance = model.encode(block)
-            means.append(mean[:rows].numpy().astype(np.float64))
-            log_variances.append(log_variance[:rows].numpy().astype(np.float64))
-    return np.concatenate(means), np.concatenate(log_variances)
-
-
-def decode_latents(
-    model: VariationalAutoencoder, latents: np.ndarray, block_rows: int = INFERENCE_BLOCK_ROWS
-) -> np.ndarray:
-    """Feature-shaped float64 matrix decoded from latents: numeric columns are the decoder's means,
-    categorical blocks its probabilities (``features.decode_features`` turns it into records).
-    Blocks of exactly ``block_rows`` rows, as in ``encode_latents``."""
-    data = torch.from_numpy(np.ascontiguousarray(latents, dtype=np.float32))
-    layout = model.architecture.layout
-    pieces = [np.zeros((0, layout.width))]
-    with torch.no_grad():
-        for block, rows in _fixed_blocks(data, block_rows):
-            outputs = model.decode(block)[:rows]
-            for block_start, block_stop in layout.categorical_blocks:
-                outputs[:, block_start:block_stop] = torch.softmax(outputs[:, block_start:block_stop], dim=1)
-            pieces.append(outputs.numpy().astype(np.float64))
-    return np.concatenate(pieces)
-
-
 @dataclass
 class VaeArtifact:
     """A trained VAE with what it needs to be reused: the feature spec it reads, the fingerprint of
@@ -402,37 +308,13 @@ class VaeArtifact:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> VaeArtifact:
-        """Rebuild an artifact; a wrong magic, version, layout or tensor table is a ``ValueError``."""
-        if not data.startswith(ARTIFACT_MAGIC):
-            raise ValueError("not a privlake filter VAE artifact (wrong magic bytes)")
-        position = len(ARTIFACT_MAGIC)
-        if len(data) < position + 8:
-            raise ValueError("truncated VAE artifact (no header length)")
-        (header_length,) = struct.unpack("<Q", data[position : position + 8])
-        position += 8
-        try:
-            header = json.loads(data[position : position + header_length].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"unreadable VAE artifact header: {error}") from None
-        if header.get("format_version") != ARTIFACT_FORMAT_VERSION:
-            raise ValueError(f"unsupported VAE artifact format version {header.get('format_version')!r}")
-        position += header_length
-        architecture = VaeArchitecture.from_dict(header["architecture"])
-        model = VariationalAutoencoder(architecture, torch.Generator().manual_seed(0))
-        expected = model.state_dict()
-        names = [entry["name"] for entry in header["tensors"]]
-        if names != list(expected):
-            raise ValueError("the artifact's tensors do not match its architecture")
-        state = {}
-        for entry in header["tensors"]:
-            start = position + int(entry["offset"])
-            blob = data[start : start + int(entry["length"])]
-            shape = tuple(int(size) for size in entry["shape"])
-            if shape != tuple(expected[entry["name"]].shape) or len(blob) != 4 * math.prod(shape):
-                raise ValueError(f"tensor {entry['name']!r} has the wrong shape or length")
-            state[entry["name"]] = torch.from_numpy(np.frombuffer(blob, dtype="<f4").reshape(shape).copy())
-        model.load_state_dict(state)
+        """Rebuild an artifact (``inference.parse_artifact``); a wrong magic, version, layout or tensor
+        table is a ``ValueError``."""
+        parsed = parse_artifact(data)
+        model = VariationalAutoencoder(parsed.architecture, torch.Generator().manual_seed(0))
+        model.load_state_dict({name: torch.from_numpy(array.copy()) for name, array in parsed.tensors.items()})
         model.eval()
+        header = parsed.header
         return cls(
             model=model,
             feature_spec=FeatureSpec.model_validate(header["feature_spec"]),

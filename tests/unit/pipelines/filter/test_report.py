@@ -29,8 +29,9 @@ from schemas.filter.expectations import FILTER_CHOICE_COLUMN, FILTER_RECORD_COLU
 from schemas.filter.features import FeatureSpec
 from transforms.filter.accounting import gaussian_baseline_noise_scale
 from transforms.filter.features import encode_features, feature_layout
+from transforms.filter.inference import encode_latents, vae_weights
 from transforms.filter.latent_filter import LinearLatentFilter
-from transforms.filter.vae import VaeArchitecture, VaeArtifact, VariationalAutoencoder, encode_latents
+from transforms.filter.vae import VaeArchitecture, VaeArtifact, VariationalAutoencoder
 
 SECRET = bytes(range(32))
 SPEC = FeatureSpec.model_validate(
@@ -87,7 +88,7 @@ def inputs() -> dict:
                              release_id="report")
     released = privatized_rows(staged, side).sample(frac=1.0, random_state=0)
     _, training_log_variance = encode_latents(artifact.model, features)
-    return {"spec": SPEC, "artifact": artifact, "filters": FILTERS, "released": released,
+    return {"spec": SPEC, "weights": vae_weights(artifact.model), "filters": FILTERS, "released": released,
             "records": FilterRecords(frame, features, {}, {}), "choices": choices, "private": private,
             "utility": utility, "training_log_variance": training_log_variance, "release_id": "report"}
 
@@ -146,6 +147,6 @@ def test_the_distortion_on_all_of_a_choices_records_is_the_closed_form_kl(tmp_pa
     choice = report["choices"]["hide-sex"]
     assert (choice["records"], choice["test_records"], choice["train_records"]) == (70, 35, 35)
     rows = np.flatnonzero(data["choices"] == 0)
-    _, log_variance = encode_latents(data["artifact"].model, data["records"].features[rows])
+    _, log_variance = encode_latents(data["weights"], data["records"].features[rows])
     expected = hand_distortion(FILTERS[0], log_variance, data["private"][rows])
     assert choice["distortion_on_evaluated_records"] == pytest.approx(expected, rel=1e-12)

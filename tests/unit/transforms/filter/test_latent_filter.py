@@ -12,8 +12,8 @@ from scipy import optimize, stats
 
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.evaluation import classifier_scores
+from transforms.filter.filter_training import FilterTrainingConfig, train_latent_filter
 from transforms.filter.latent_filter import (
-    FilterTrainingConfig,
     LinearLatentFilter,
     apply_latent_filter,
     cap_column_spread,
@@ -25,7 +25,6 @@ from transforms.filter.latent_filter import (
     privatize_latents,
     sample_posterior,
     scale_to_budget,
-    train_latent_filter,
 )
 from transforms.filter.vae import configure_deterministic_torch
 

@@ -14,14 +14,12 @@ from scipy import stats
 from schemas.filter.features import FeatureSpec
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.features import encode_features, feature_fingerprint, feature_layout
+from transforms.filter.inference import ARTIFACT_MAGIC, decode_latents, encode_latents
 from transforms.filter.vae import (
-    ARTIFACT_MAGIC,
     VaeArchitecture,
     VaeArtifact,
     VaeTrainingConfig,
     configure_deterministic_torch,
-    decode_latents,
-    encode_latents,
     kl_to_standard_normal,
     reconstruction_negative_log_likelihood,
     train_vae,
