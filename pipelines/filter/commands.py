@@ -64,6 +64,9 @@ def _command_train_filters(args: argparse.Namespace) -> int:
     )
     print(f"stored filters for dataset {summary['dataset']!r} against encoder "
           f"{summary['encoder_artifact_id'][:12]}: {choices} in {config.lake}")
+    if not summary["stored_now"]:
+        print(f"this set was already in the lake (trained at {summary['trained_at']}); filters.artifact: latest "
+              "names the newest set trained for these choices, so name this id to pin it")
     print(summary["artifact_id"])
     return 0
 

@@ -29,12 +29,14 @@ FILTER_SET_FORMAT_VERSION = 1
 
 def choices_fingerprint(config: FilterConfig, encoder_artifact_id: str) -> str:
     """SHA-256 of what a choice's filter depends on besides the training records: the encoder, each
-    choice's settings, the classes of the labels they use and the filter-training settings."""
+    choice's settings, the definitions of the labels they use and the filter-training settings."""
     used = sorted({label for choice in config.choices for label in (choice.private, choice.utility)})
     document = {
         "encoder_artifact_id": encoder_artifact_id,
         "choices": [choice.model_dump(mode="json") for choice in config.choices],
-        "label_classes": {label: config.labels[label].classes for label in used},
+        # the whole definition (column, categories, groups or threshold), not only the class names:
+        # a regrouped or re-thresholded label is another label
+        "labels": {label: config.labels[label].model_dump(mode="json") for label in used},
         "filter_training": config.filter_training.model_dump(mode="json"),
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
@@ -93,5 +95,8 @@ class FilterSet:
             raise ValueError("not a privlake filter set")
         if document.get("format_version") != FILTER_SET_FORMAT_VERSION:
             raise ValueError(f"unsupported filter set format version {document.get('format_version')!r}")
-        return cls(str(document["encoder_artifact_id"]), str(document["choices_sha256"]),
-                   tuple(StoredChoice.from_json(choice) for choice in document["choices"]))
+        try:
+            return cls(str(document["encoder_artifact_id"]), str(document["choices_sha256"]),
+                       tuple(StoredChoice.from_json(choice) for choice in document["choices"]))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ValueError(f"malformed filter set ({type(error).__name__}: {error})") from None

@@ -25,6 +25,7 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -270,9 +271,9 @@ def _encoder_weights(store: ModelStore, encoder: StoredModel) -> tuple[bytes, Pa
 
 def train_filters(config: FilterConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train each choice's filter against the config's encoder on the training records and store
-    the set in the lake (``filter_set.py``); returns the stored set's summary. The draws are keyed
-    by the dataset, the encoder and the training records' fingerprint, so the same inputs store
-    the same set (same id) again."""
+    the set in the lake (``filter_set.py``); returns the stored set's summary (``stored_now``: false
+    when the identical set was stored before). The draws are keyed by the dataset, the encoder and
+    the training records' fingerprint, so the same inputs give the same set (same id) again."""
     timer = StageTimer(progress)
     spec = _read_spec(config)
     secret, secret_source = release_secret()
@@ -308,9 +309,10 @@ def train_filters(config: FilterConfig, progress: Callable[[str], None] | None =
             "timings": dict(timer.timings),
         }
         artifact_id = filter_set.artifact_id
-        store.store(artifact_id, filter_set.to_bytes(), MODEL_KIND_FILTER_SET, config.dataset,
-                    feature_spec_sha256(spec), description)
-        return store.model(artifact_id).summary()
+        stored_now = store.store(artifact_id, filter_set.to_bytes(), MODEL_KIND_FILTER_SET, config.dataset,
+                                 feature_spec_sha256(spec), description)
+        # an identical set stored before keeps its first training time, so `latest` may name a newer one
+        return {**store.model(artifact_id).summary(), "stored_now": stored_now}
 
 
 def resolve_filter_set(store: ModelStore, config: FilterConfig, encoder: StoredModel) -> tuple[StoredModel, FilterSet]:
@@ -324,6 +326,9 @@ def resolve_filter_set(store: ModelStore, config: FilterConfig, encoder: StoredM
         if not found:
             raise ConfigError(f"filters.artifact {reference[:12]}… is not a filter set in the lake {store.lake.description}")
         model = found[0]
+        if model.dataset != config.dataset:
+            raise ConfigError(f"filters.artifact {reference[:12]}…: it was trained for dataset {model.dataset!r}, "
+                              f"not {config.dataset!r}")
         if model.description.get("encoder_artifact_id") != encoder.artifact_id:
             raise ConfigError(f"filters.artifact {reference[:12]}…: it was trained against another encoder "
                               f"({str(model.description.get('encoder_artifact_id'))[:12]}…, not {encoder.artifact_id[:12]}…)")
@@ -340,10 +345,16 @@ def resolve_filter_set(store: ModelStore, config: FilterConfig, encoder: StoredM
                 f"{encoder.artifact_id[:12]}… and these choices: run `privlake train-filters CONFIG` first"
             )
         model = matching[0]
+    data = store.load(model.artifact_id)
     try:
-        filter_set = FilterSet.from_bytes(store.load(model.artifact_id))
+        filter_set = FilterSet.from_bytes(data)
     except ValueError as error:
         raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: {error}") from None
+    # the bytes themselves, not only the table's description, must say what the set is for
+    if (hashlib.sha256(data).hexdigest() != model.artifact_id or filter_set.encoder_artifact_id != encoder.artifact_id
+            or filter_set.choices_sha256 != wanted):
+        raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: its bytes do not match its id, this encoder "
+                          "or these choices (a damaged or altered set): run `privlake train-filters CONFIG`")
     if [choice.name for choice in filter_set.choices] != config.choice_names:
         raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: its choices are not this config's")
     return model, filter_set
@@ -359,6 +370,8 @@ class FilterPlan:
     spec: FeatureSpec
     store: ModelStore
     encoder: StoredModel
+    encoder_bytes: bytes
+    encoder_artifact: ParsedArtifact
     guarantee: dict[str, Any] | None
     filter_set: StoredModel | None
     stored: list[TrainedChoice] | None
@@ -370,15 +383,25 @@ def _summaries(config: FilterConfig, trained: list[TrainedChoice]) -> list[dict[
             for choice in trained]
 
 
-def _stored_choices(config: FilterConfig, model: StoredModel, filter_set: FilterSet) -> list[TrainedChoice]:
-    """The stored filters as the release uses them; a filter above its choice's cap (a set not
-    written by ``train-filters``) is refused rather than trusted."""
+def _stored_choices(config: FilterConfig, model: StoredModel, filter_set: FilterSet,
+                    latent_dimension: int) -> list[TrainedChoice]:
+    """The stored filters as the release uses them. A filter whose shape does not fit the encoder's
+    latent dimension and its private label's classes, or above its choice's cap (a set not written
+    by ``train-filters``), is refused rather than trusted."""
     from transforms.filter.latent_filter import label_sensitivity
 
     seconds = {entry.get("name"): entry.get("training_seconds", 0.0) for entry in model.description.get("choices", [])}
     stored = []
     for choice, entry in zip(config.choices, filter_set.choices, strict=True):
-        if choice.max_sensitivity is not None and label_sensitivity(entry.latent_filter) > choice.max_sensitivity:
+        latent_filter = entry.latent_filter
+        classes = len(config.labels[choice.private].classes)
+        if (latent_filter.latent_dimension, latent_filter.private_classes) != (latent_dimension, classes) \
+                or latent_filter.noise_dimension < 1:
+            raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: choice {choice.name!r}'s stored filter is "
+                              f"{latent_filter.latent_dimension} × {latent_filter.noise_dimension} noise, "
+                              f"{latent_filter.private_classes} label shifts; the encoder has {latent_dimension} "
+                              f"latent dimensions and {choice.private!r} {classes} classes")
+        if choice.max_sensitivity is not None and not label_sensitivity(latent_filter) <= choice.max_sensitivity:
             raise ConfigError(f"filters.artifact {model.artifact_id[:12]}…: choice {choice.name!r}'s stored filter "
                               f"exceeds its max_sensitivity {choice.max_sensitivity:g}")
         stored.append(TrainedChoice(entry, float(seconds.get(choice.name) or 0.0)))
@@ -386,28 +409,30 @@ def _stored_choices(config: FilterConfig, model: StoredModel, filter_set: Filter
 
 
 def plan_release(context: ReleaseContext) -> FilterPlan:
-    """Check the spec, resolve the encoder and the stored filters, and reserve the guarantee when
-    the caps or the stored filters give it."""
+    """Check the spec, resolve and load the encoder, resolve the stored filters, and reserve the
+    guarantee when the caps or the stored filters give it."""
     config = context.config
     spec = _read_spec(config)
     store = ModelStore(context.lake)
     encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
+    with context.timer.stage("load encoder"):
+        artifact_bytes, parsed = _encoder_weights(store, encoder)
     filter_model, stored = None, None
     if config.filters.artifact != "train":
         filter_model, filter_set = resolve_filter_set(store, config, encoder)
-        stored = _stored_choices(config, filter_model, filter_set)
+        stored = _stored_choices(config, filter_model, filter_set, parsed.architecture.latent_dimension)
     guarantee = capped_guarantee(config)
     if guarantee is None and stored is not None:
-        guarantee = _finite(_headline(_summaries(config, stored)))
+        guarantee = _finite(_headline(_summaries(config, stored)), "a stored")
     if guarantee is not None:
         context.reserve(charge_of(guarantee))
-    return FilterPlan(spec, store, encoder, guarantee, filter_model, stored)
+    return FilterPlan(spec, store, encoder, artifact_bytes, parsed, guarantee, filter_model, stored)
 
 
-def _finite(guarantee: dict[str, Any]) -> dict[str, Any]:
+def _finite(guarantee: dict[str, Any], which: str = "a trained") -> dict[str, Any]:
     if guarantee["epsilon"] is None:
         raise PrivlakeError(
-            "a trained filter's label sensitivity is infinite (its noise does not cover the label "
+            f"{which} filter's label sensitivity is infinite (its noise does not cover the label "
             "shift): set max_sensitivity on the choices"
         )
     return guarantee
@@ -430,13 +455,12 @@ class PreparedFilters:
 
 
 def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilters:
-    """Load the encoder; without stored filters train each choice's filter on the training records
+    """Without stored filters train each choice's filter on the training records
     (keyed) and reserve the guarantee now if the caps did not give it; then read the records to
     privatize."""
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
-    with timer.stage("load encoder"):
-        artifact_bytes, parsed = _encoder_weights(plan.store, plan.encoder)
-        weights = parsed.weights()
+    artifact_bytes, parsed = plan.encoder_bytes, plan.encoder_artifact
+    weights = parsed.weights()
     training_log_variance = None
     if plan.stored is None or config.evaluation.enabled:
         with timer.stage("read training records"):
@@ -619,6 +643,10 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         "choices": choices_internal,
         "encoder": {"data_fingerprint": filters.encoder.header["data_fingerprint"],
                     "training": filters.encoder.header["training"]},
+        "filters": None if plan.filter_set is None else {
+            "artifact_id": plan.filter_set.artifact_id, "dataset": plan.filter_set.dataset,
+            "trained_at": plan.filter_set.trained_at.isoformat(),
+            "data_fingerprint": plan.filter_set.description.get("data_fingerprint")},
         "clipped_values": prepared.records.clipped,
         "validation": {
             "input": {

@@ -6,6 +6,7 @@ trained for other choices, another encoder, or above a choice's cap is refused i
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -169,4 +170,29 @@ def test_a_set_for_other_choices_another_encoder_or_above_a_cap_is_refused(
     store.store(forged.artifact_id, forged.to_bytes(), MODEL_KIND_FILTER_SET, "people", model.feature_spec_sha256,
                 model.description)
     assert "exceeds its max_sensitivity" in run("forged", filters={"artifact": forged.artifact_id})
+
+    def store_forged(choice: StoredChoice) -> str:
+        forged = FilterSet(honest.encoder_artifact_id, honest.choices_sha256, (honest.choices[0], choice))
+        store.store(forged.artifact_id, forged.to_bytes(), MODEL_KIND_FILTER_SET, "people",
+                    model.feature_spec_sha256, model.description)
+        return forged.artifact_id
+
+    # unused label columns that overflow the Mahalanobis distance: a NaN sensitivity would pass "s > cap"
+    noise = capped.latent_filter.noise_matrix
+    huge = np.concatenate([capped.latent_filter.label_shift, np.full((noise.shape[0], 2), 1.7e308) * [1, -1]], axis=1)
+    overflowing = StoredChoice(capped.name, LinearLatentFilter(noise, huge), 0.0, 1, {})
+    assert math.isinf(label_sensitivity(overflowing.latent_filter))
+    assert "stored filter is" in run("overflow", filters={"artifact": store_forged(overflowing)})
+    wide = StoredChoice(capped.name, LinearLatentFilter(np.vstack([noise, noise[:1]]),
+                                                        np.vstack([capped.latent_filter.label_shift,
+                                                                   np.zeros((1, 2))])), 0.0, 1, {})
+    assert "latent dimensions" in run("wide", filters={"artifact": store_forged(wide)})
+    # the description says the right encoder and choices, the bytes another encoder's
+    other = FilterSet("0" * 64, honest.choices_sha256, honest.choices)
+    store.store(other.artifact_id, other.to_bytes(), MODEL_KIND_FILTER_SET, "people", model.feature_spec_sha256,
+                model.description)
+    assert "bytes do not match" in run("other-bytes", filters={"artifact": other.artifact_id})
+    # a label regrouped is another label: the set trained for the old one is not found
+    regrouped = {**document["labels"], "group": {"column": "group", "groups": {"a": ["b"], "b": ["a"]}}}
+    assert "no filter set" in run("regrouped", labels=regrouped)
     assert Lake(config.lake).list_releases() == []

@@ -140,6 +140,8 @@ def gaussian_exact_epsilon(sensitivity: float, delta: float, iterations: int = 2
     ``sensitivity`` (bisection on the decreasing ``δ(ε)``, returning the upper end)."""
     if not 0 < delta < 1:
         raise ValueError("delta must be in (0, 1)")
+    if math.isnan(sensitivity) or sensitivity < 0:
+        raise ValueError("the sensitivity must be a non-negative number (not NaN)")
     if math.isinf(sensitivity):
         return math.inf
     if gaussian_delta(sensitivity, 0.0) <= delta:
@@ -165,6 +167,8 @@ def sensitivity_privacy_summary(
     """JSON-ready label privacy of a Gaussian label shift with Mahalanobis sensitivity ``s``:
     ``epsilon_rdp`` per order (keys are the orders as text; ``None`` for ``∞``), the converted
     ``(ε, δ)`` and its order, and the exact Gaussian ``ε``."""
+    if math.isnan(sensitivity) or sensitivity < 0:
+        raise ValueError("the sensitivity must be a non-negative number (not NaN)")
     renyi = renyi_epsilon_of_sensitivity(sensitivity, orders)
     epsilon, order = renyi_to_approximate_dp(renyi, delta, conversion)
     try:

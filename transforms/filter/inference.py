@@ -11,7 +11,11 @@ need only NumPy.
 Bit-identical everywhere. A float32 matrix product's rounding depends on the BLAS kernel, which
 is chosen by the matrices' shapes; so the network always runs on blocks of exactly ``block_rows``
 rows (the last one zero-padded) and a record's result is the same however the records are batched,
-grouped or partitioned (engines, retries). The outputs are converted to float64 afterwards.
+grouped or partitioned (engines, retries, BLAS thread counts). The outputs are converted to
+float64 afterwards. The kernel is also chosen by the CPU: machines of different CPU families
+(OpenBLAS core types) can round differently, so a cluster of mixed CPUs gives bit-identical
+releases only with one core type set on every machine (``OPENBLAS_CORETYPE``,
+docs/PRODUCTION.md).
 
 The artifact format (``ARTIFACT_MAGIC ‖ u64 header length ‖ JSON header ‖ float32 tensors``) is
 defined here, where it is read; ``vae.VaeArtifact`` writes it and rebuilds a torch model from the
@@ -116,7 +120,8 @@ class VaeWeights:
         arrays = {}
         for name, shape in shapes.items():
             value = state[name]
-            array = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value, dtype=np.float32)
+            # a copy: the weights never alias a live torch parameter
+            array = np.array(value.detach().numpy() if hasattr(value, "detach") else value, dtype=np.float32)
             if array.shape != shape:
                 raise ValueError(f"tensor {name!r} has shape {array.shape}, expected {shape}")
             arrays[name] = array
@@ -214,6 +219,13 @@ def _fixed_blocks(data: np.ndarray, block_rows: int) -> list[tuple[np.ndarray, i
     return blocks
 
 
+def _matrix(values: np.ndarray, width: int, name: str) -> np.ndarray:
+    matrix = np.asarray(values, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[1] != width:
+        raise ValueError(f"{name} must be an (n, {width}) matrix, not {matrix.shape}")
+    return matrix
+
+
 def encode_latents(
     model: VaeWeights | Any, features: np.ndarray, block_rows: int = INFERENCE_BLOCK_ROWS
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -222,7 +234,7 @@ def encode_latents(
     docstring)."""
     weights = vae_weights(model)
     latent = weights.architecture.latent_dimension
-    data = np.asarray(features, dtype=np.float32).reshape(-1, weights.architecture.layout.width)
+    data = _matrix(features, weights.architecture.layout.width, "features")
     means, log_variances = [np.zeros((0, latent))], [np.zeros((0, latent))]
     low, high = (np.float32(limit) for limit in LOG_VARIANCE_LIMITS)
     for block, rows in _fixed_blocks(data, block_rows):
@@ -245,7 +257,7 @@ def decode_latents(
     records). Fixed blocks, as in ``encode_latents``."""
     weights = vae_weights(model)
     layout = weights.architecture.layout
-    data = np.asarray(latents, dtype=np.float32).reshape(-1, weights.architecture.latent_dimension)
+    data = _matrix(latents, weights.architecture.latent_dimension, "latents")
     pieces = [np.zeros((0, layout.width))]
     for block, rows in _fixed_blocks(data, block_rows):
         outputs = _perceptron(weights.decoder, block)[:rows]

@@ -213,7 +213,8 @@ def privatize_latents(
 
 def label_pair_mahalanobis(latent_filter: LinearLatentFilter, null_tolerance: float = 1e-9) -> np.ndarray:
     """The squared Mahalanobis distance ``Δᵀ(AAᵀ)⁺Δ`` for every label pair ``(y, y′)`` (``c × c``, symmetric, zero diagonal), ``∞`` where
-    ``Δ = B(e_y − e_{y′})`` has a component outside ``range(AAᵀ)`` larger than ``null_tolerance·‖Δ‖``.
+    ``Δ = B(e_y − e_{y′})`` has a component outside ``range(AAᵀ)`` larger than ``null_tolerance·‖Δ‖``
+    or when the computation overflows (a pair's value is never NaN).
 
     The range is spanned by the left singular vectors of ``A`` whose singular values exceed
     ``s_max · max(k, m) · eps`` (NumPy's rank convention).
@@ -228,15 +229,22 @@ def label_pair_mahalanobis(latent_filter: LinearLatentFilter, null_tolerance: fl
     result = np.zeros((classes, classes))
     for first in range(classes):
         for second in range(first + 1, classes):
-            difference = shift[:, first] - shift[:, second]
-            norm = float(np.linalg.norm(difference))
-            if norm == 0.0:
-                continue
-            coordinates = basis.T @ difference
-            residual = float(np.linalg.norm(difference - basis @ coordinates))
-            value = math.inf if residual > null_tolerance * norm else float(((coordinates / kept) ** 2).sum())
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught below, as ∞
+                difference = shift[:, first] - shift[:, second]
+                norm, coordinates, residual = _pair_parts(difference, basis)
+                if norm == 0.0:
+                    continue
+                value = math.inf if residual > null_tolerance * norm else float(((coordinates / kept) ** 2).sum())
+            if not math.isfinite(norm) or math.isnan(residual) or math.isnan(value):
+                value = math.inf  # an overflowing shift is no bound at all: never a NaN that compares False
             result[first, second] = result[second, first] = value
     return result
+
+
+def _pair_parts(difference: np.ndarray, basis: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """``‖Δ‖``, ``Δ``'s coordinates in the range basis and the norm of its component outside it."""
+    coordinates = basis.T @ difference
+    return float(np.linalg.norm(difference)), coordinates, float(np.linalg.norm(difference - basis @ coordinates))
 
 
 def label_sensitivity(latent_filter: LinearLatentFilter) -> float:

@@ -23,7 +23,12 @@ from transforms.filter.accounting import (
     renyi_to_approximate_dp,
     sensitivity_privacy_summary,
 )
-from transforms.filter.latent_filter import LinearLatentFilter, filter_distortion, label_pair_mahalanobis
+from transforms.filter.latent_filter import (
+    LinearLatentFilter,
+    filter_distortion,
+    label_pair_mahalanobis,
+    label_sensitivity,
+)
 
 
 def gaussian_log_density(points: np.ndarray, mean: np.ndarray, covariance: np.ndarray) -> np.ndarray:
@@ -163,3 +168,15 @@ def test_a_huge_sensitivity_states_no_finite_epsilon_instead_of_overflowing(sens
     summary = sensitivity_privacy_summary(sensitivity, 1e-5)
     assert summary["epsilon_exact_gaussian"] is None
     assert summary["epsilon"] is None or summary["epsilon"] > 1e15
+
+
+def test_an_overflowing_label_shift_is_infinite_sensitivity_and_nan_is_refused() -> None:
+    """A shift so large that ``Δᵀ(AAᵀ)⁺Δ`` overflows is ``s = ∞`` (never NaN, which would pass any
+    ``s > cap`` check and come out as ε ≈ 0); the accountant refuses a NaN sensitivity outright."""
+    noise = np.eye(2)
+    shift = np.array([[0.0, 1.7e308, -1.7e308], [0.0, 0.0, 0.0]])
+    assert math.isinf(label_sensitivity(LinearLatentFilter(noise, shift)))
+    assert label_sensitivity(LinearLatentFilter(noise, np.array([[0.0, 3.0], [0.0, 0.0]]))) == pytest.approx(3.0)
+    for function in (lambda: gaussian_exact_epsilon(math.nan, 1e-5), lambda: sensitivity_privacy_summary(math.nan, 1e-5)):
+        with pytest.raises(ValueError, match="NaN"):
+            function()

@@ -164,3 +164,21 @@ def test_parsing_checks_the_artifact(model: VariationalAutoencoder) -> None:
     bad["decoder.4.bias"] = np.zeros(7, dtype=np.float32)
     with pytest.raises(ValueError, match="decoder.4.bias"):
         VaeWeights.from_state(ARCHITECTURE, bad)
+
+
+def test_inputs_of_the_wrong_width_are_refused_and_weights_are_copies(model: VariationalAutoencoder) -> None:
+    weights = vae_weights(model)
+    with pytest.raises(ValueError, match=r"\(n, 5\) matrix"):
+        encode_latents(weights, records(10, seed=1).reshape(-1)[:40].reshape(8, 5)[:, :4])
+    with pytest.raises(ValueError, match=r"\(n, 5\) matrix"):
+        encode_latents(weights, records(10, seed=1).reshape(5, 10))  # 50 values, not 10 records of width 5
+    with pytest.raises(ValueError, match=r"\(n, 3\) matrix"):
+        decode_latents(weights, np.zeros((4, 6)))
+    before = weights.encoder[0][1].copy()
+    with torch.no_grad():
+        model.encoder[0].bias.add_(1.0)
+    try:
+        np.testing.assert_array_equal(weights.encoder[0][1], before)
+    finally:
+        with torch.no_grad():
+            model.encoder[0].bias.sub_(1.0)
