@@ -17,7 +17,7 @@ homogeneous cases (``benchmarks/ldp_peers.py``) through the whole pipeline on Sp
    generation excluded), with the stage timings and the evaluation against the truth from the
    release's operator-only record (``ReleaseOutcome.internal``; the public manifest carries
    neither) and a finer breakdown taken by wrapping the pipeline module's own functions in the
-   child (GX suite, alphabet check, engine start, driver-side estimation). Each release goes into
+   child (reading and checking on the engine, the GX gate on its metrics, engine start, driver-side estimation). Each release goes into
    a lake of its own, made first as an operator makes one (``harness.benchmark_lake``: a test lake,
    the benchmark's secret being a test secret, with a large budget for the dataset; outside the
    timed part, in the parent). The published estimate is read back from the lake and compared
@@ -57,6 +57,7 @@ import numpy as np
 from benchmarks import harness
 
 PEERS_RESULTS = harness.RESULTS / "ldp_peers.json"
+GX_GATE = "GX input gate on the engine's metrics"
 SECRET_HEX = "5c" * 32
 RELEASE = "bench/ldp-pipeline-scaling"
 DATASET = "bench"
@@ -216,8 +217,8 @@ def measure_release(config_path: Path, release_id: str) -> dict:
     breakdown: dict[str, float] = {}
     release_run.start_engine = harness.accumulating(release_run.start_engine, breakdown, "engine start (overlaps)")
     for name, label in (
-        ("validate_ldp_input", "GX input suite"),
-        ("canonical_reports", "alphabet check and canonical frame"),
+        ("read_reports_on_engine", "read, check and count on the engine (GX gate on its metrics included)"),
+        ("validate_ldp_metrics", GX_GATE),
         ("estimate_from_report_counts", "estimation on the driver"),
         ("estimate_from_bit_sums", "estimation on the driver"),
         ("estimate_from_bit_vector_groups", "estimation on the driver"),
@@ -462,7 +463,7 @@ def machine() -> dict:
 
 def counting_stage(stages: dict[str, float]) -> float | None:
     """The engine pass and the estimator (the stage's name changed from 'count reports')."""
-    return stages.get("count reports and estimate", stages.get("count reports"))
+    return stages.get("estimate", stages.get("count reports and estimate", stages.get("count reports")))
 
 
 def _seconds(value: float | None) -> str:
@@ -473,21 +474,21 @@ def goal_table(runs: list[dict]) -> list[str]:
     def row(run: dict) -> tuple:
         stages, parts = run["stages"], run["breakdown"]
         return (
-            run["n"], run["engine_name"], f"**{_seconds(run['wall_seconds'])}**", stages.get("read input"),
-            f"{_seconds(stages.get('validate input'))} ({_seconds(parts.get('GX input suite'))} / "
-            f"{_seconds(parts.get('alphabet check and canonical frame'))})",
-            stages.get("stage input"), stages.get("wait for engine"), parts.get("engine start (overlaps)"),
+            run["n"], run["engine_name"], f"**{_seconds(run['wall_seconds'])}**", stages.get("list input"),
+            f"{_seconds(stages.get('read and check input'))} "
+            f"({_seconds(parts.get(GX_GATE))})",
+            stages.get("wait for engine"), parts.get("engine start (overlaps)"),
             f"{_seconds(counting_stage(stages))} ({_seconds(parts.get('estimation on the driver'))})",
             stages.get("publish"), run["iterations"], run["peak_rss_mib"], run["load_average_after"][0],
         )
 
     return harness.table(
-        ["n", "engine", "end to end s", "read input", "validate input (GX / alphabet)", "stage input",
-         "wait for engine", "engine start (overlaps)", "count reports (of which estimation)", "publish", "iterations",
+        ["n", "engine", "end to end s", "list input", "read, check, count on the engine (GX on metrics)",
+         "wait for engine", "engine start (overlaps)", "estimate (of which estimation)", "publish", "iterations",
          "peak MiB", "load after"],
         [row(run) for run in runs],
-        align="rl" + "r" * 11,
-        formats=[".0e", None, None, _seconds, None, _seconds, _seconds, _seconds, None, _seconds, None, ".0f", ".1f"],
+        align="rl" + "r" * 10,
+        formats=[".0e", None, None, _seconds, None, _seconds, _seconds, None, _seconds, None, ".0f", ".1f"],
     )
 
 

@@ -85,3 +85,22 @@ def finite(column: str, what: str) -> tuple[ExpectationSpec, ExpectationSpec]:
 
 
 __all__ = ["ROW_NUMBER", "FLOAT64_MAX", "INTEGER_DTYPES", "ExpectationSpec", "ExpectationSuiteSpec", "spec", "columns_exist", "finite"]
+
+
+METRICS_ROW = "metrics_row"
+"""The index column of an engine-metrics frame (one row; ``pipelines/platform/validation.py``,
+``validate_metrics``)."""
+
+
+def metric_between(metric: str, message: str, min_value: float | None = None,
+                   max_value: float | None = None) -> ExpectationSpec:
+    """A check on one metric an engine computed over a whole input (a count of rows, nulls, bad
+    values, repeats...): its value lies in ``[min_value, max_value]``."""
+    return spec("expect_column_values_to_be_between", message, column=metric, min_value=min_value,
+                max_value=max_value)
+
+
+def metric_suite(name: str, metrics: tuple[str, ...], checks: tuple[ExpectationSpec, ...]) -> list[ExpectationSuiteSpec]:
+    """The stages that validate an engine-metrics frame: every metric present, then ``checks``."""
+    return [columns_exist(f"{name}_present", metrics, (METRICS_ROW,)),
+            ExpectationSuiteSpec(name, checks, (METRICS_ROW,))]

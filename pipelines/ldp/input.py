@@ -1,18 +1,16 @@
-"""Read an ldp release's mechanism catalog and reports, with one-line errors.
+"""Read an ldp release's mechanism catalog on the driver, with one-line errors.
 
 The catalog is a JSON mapping of mechanism name to spec (``transforms.ldp.mechanisms``
-``to_spec()``), optionally under a top-level ``"mechanisms"`` key. The reports table has one row
-per user: ``(user_id, mechanism, report)``, where ``mechanism`` is a catalog name and ``report``
-is an index into that mechanism's output alphabet, or for RAPPOR the bit vector written as a
-string of ``0``/``1`` characters (character ``x`` is bit ``x``).
+``to_spec()``), optionally under a top-level ``"mechanisms"`` key. Problems name the file: an
+invalid spec (e.g. ε ≤ 0), mechanisms over different secret alphabets, and a mix the chosen
+estimator cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR). Sizes are
+bounded before any work: the catalog file (16 MiB), its mechanisms (10,000), each one's secrets
+(``MAX_SECRETS``) and their channel matrices together (2^28 cells).
 
-Problems are reported with the file, row (1-based data row) and column: an unknown mechanism,
-a report outside its mechanism's output alphabet, a bit vector of the wrong length, an invalid
-spec (e.g. ε ≤ 0), mechanisms over different secret alphabets, and a mix the chosen estimator
-cannot take (INV_M and IBU_M need one output alphabet; RAP_M needs RAPPOR). A report is never
-echoed in an error line (nor any other cell of the reports). Sizes are bounded before any work: the
-catalog file (16 MiB), its mechanisms (10,000), each one's secrets (``MAX_SECRETS``) and their
-channel matrices together (2^28 cells).
+The reports — one row per user, ``(user_id, mechanism, report)``, ``mechanism`` a catalog name and
+``report`` an index into that mechanism's output alphabet, or for RAPPOR the bit vector written as
+a string of ``0``/``1`` characters (character ``x`` is bit ``x``) — are never read here: the engine
+reads, checks and counts them where they live (``pipelines/ldp/engine_input.py``).
 """
 
 from __future__ import annotations
@@ -23,23 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from pipelines.platform.errors import ConfigError, InputError, one_line
-from pipelines.platform.input import files_digest, read_input_table
-from schemas.ldp.config import MAX_SECRETS, LdpInput, SecretLayout
-from schemas.ldp.tables import LDP_MECHANISM_CODE
-from schemas.tables import ROW_NUMBER
+from schemas.ldp.config import MAX_SECRETS, SecretLayout
 from transforms.ldp.mechanisms import BASIC_RAPPOR, BasicRappor, Mechanism, mechanism_from_spec
 
-CANONICAL = ("user_id", "mechanism", "report")
 MAX_CATALOG_BYTES = 16 << 20
 """A mechanism catalog is a few specs: a larger file is refused before it is parsed."""
 MAX_MECHANISMS = 10_000
 MAX_CHANNEL_CELLS = 1 << 28
 """The estimators' channel matrices (secrets x reports per mechanism, float64) hold at most this
 many cells in all (2 GiB), checked before any report is read."""
-_INTEGER_TEXT = r"\s*[+-]?\d{1,18}\s*"
 
 
 @dataclass(frozen=True)
@@ -151,94 +143,3 @@ def check_estimator_fits(catalog: MechanismCatalog, method: str, catalog_path: P
                 f"0..{sizes[0] - 1} and {other!r} reports 0..{sizes[catalog.names.index(other)] - 1}; "
                 "use estimator.method: gibu, which takes any mix"
             )
-
-
-def reports_fingerprint(settings: LdpInput) -> str:
-    """SHA-256 of the reports file, the catalog file and the column mapping."""
-    digest = files_digest([settings.path, settings.catalog], separator=b"\0")
-    digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
-    return "sha256:" + digest.hexdigest()
-
-
-def read_ldp_reports(settings: LdpInput) -> pd.DataFrame:
-    """The reports as ``user_id, mechanism, report, row_number`` (report as read: integers, or
-    text for CSV and bit vectors). Parse-level problems raise ``InputError``."""
-    mapping = settings.columns.model_dump()
-    wanted = list(dict.fromkeys(mapping[key] for key in CANONICAL))
-    table = read_input_table(settings, wanted, dictionary_columns=(mapping["mechanism"],))
-    name = str(settings.path)
-    if table.num_rows == 0:
-        raise InputError(name, "no rows (empty input)")
-    frame = table.to_pandas()
-    reports = pd.DataFrame(
-        {
-            "user_id": frame[mapping["user_id"]],
-            "mechanism": frame[mapping["mechanism"]],
-            "report": frame[mapping["report"]],
-        }
-    )
-    reports[ROW_NUMBER] = np.arange(1, len(reports) + 1, dtype=np.int64)
-    return reports
-
-
-def canonical_reports(reports: pd.DataFrame, catalog: MechanismCatalog, settings: LdpInput) -> pd.DataFrame:
-    """``(mechanism_code, report)`` for the engines, after checking every report lies in its
-    mechanism's output alphabet (run after the validation gate: no nulls, known mechanisms)."""
-    name = str(settings.path)
-    column = settings.columns.report
-    codes = pd.Categorical(reports["mechanism"], categories=list(catalog.names)).codes.astype(np.int32)
-    raw = reports["report"]
-    rows = reports[ROW_NUMBER].to_numpy()
-    if catalog.bit_vectors:
-        text = raw.astype(str)
-        lengths = text.str.len().to_numpy()
-        wrong_length = lengths != catalog.input_size
-        if wrong_length.any():
-            position = int(np.flatnonzero(wrong_length)[0])
-            raise InputError(
-                name,
-                f"bit vector of length {lengths[position]}; the catalog's RAPPOR mechanisms report "
-                f"{catalog.input_size} bits",
-                row=int(rows[position]),
-                column=column,
-            )
-        not_bits = ~text.str.fullmatch(r"[01]*").to_numpy(dtype=bool)
-        if not_bits.any():
-            position = int(np.flatnonzero(not_bits)[0])
-            raise InputError(name, "report is not a bit vector of 0s and 1s",
-                             row=int(rows[position]), column=column)
-        values: Any = text.to_numpy(dtype=object)
-    else:
-        values = _integer_reports(raw, rows, name, column)
-        limits = catalog.output_sizes[codes]
-        outside = (values < 0) | (values >= limits)
-        if outside.any():
-            position = int(np.flatnonzero(outside)[0])
-            mechanism_name = catalog.names[codes[position]]
-            raise InputError(
-                name,
-                f"report is outside mechanism {mechanism_name!r}'s output alphabet 0..{limits[position] - 1}",
-                row=int(rows[position]),
-                column=column,
-            )
-    return pd.DataFrame({LDP_MECHANISM_CODE: codes, "report": values})
-
-
-def _integer_reports(raw: pd.Series, rows: np.ndarray, name: str, column: str) -> np.ndarray:
-    if pd.api.types.is_bool_dtype(raw):
-        raise InputError(name, "reports must be integers or bit-vector text, not booleans", column=column)
-    if pd.api.types.is_integer_dtype(raw):
-        return raw.to_numpy(dtype=np.int64)
-    if pd.api.types.is_float_dtype(raw):
-        numbers = raw.to_numpy(dtype=np.float64)
-        fractional = numbers != np.floor(numbers)
-        if fractional.any():
-            position = int(np.flatnonzero(fractional)[0])
-            raise InputError(name, "report is not an integer", row=int(rows[position]), column=column)
-        return numbers.astype(np.int64)
-    text = raw.astype(str)
-    integer = text.str.fullmatch(_INTEGER_TEXT).to_numpy(dtype=bool)
-    if not integer.all():
-        position = int(np.flatnonzero(~integer)[0])
-        raise InputError(name, "report is not an integer", row=int(rows[position]), column=column)
-    return text.astype(np.int64).to_numpy()

@@ -23,6 +23,8 @@ local ε and the headline ε is the largest among the users (the weakest user's 
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,38 +35,53 @@ import pyarrow as pa
 
 from pipelines.engines import storage
 from pipelines.engines.base import Engine
-from pipelines.ldp.blocks import (
-    BitSumSide,
-    ReportKeySide,
-    bit_matrix,
-    bit_vector_count_rows,
-    rappor_bit_sum_rows,
-    report_count_rows,
+from pipelines.ldp.blocks import bit_matrix
+from pipelines.ldp.engine_input import (
+    BIT_VECTOR_LENGTH,
+    INTEGER_USER_IDS,
+    METRIC_NAMES,
+    OUTSIDE_ALPHABET,
+    PROBLEMS,
+    REPEATED_USER,
+    ROWS,
+    TEXT_USER_IDS,
+    ReportReading,
+    count_entries,
+    fingerprint_entries,
+    metric_entries,
+    read_report_fragment,
 )
 from pipelines.ldp.input import (
     MechanismCatalog,
-    canonical_reports,
     check_estimator_fits,
-    read_ldp_reports,
     read_mechanism_catalog,
-    reports_fingerprint,
 )
 from pipelines.ldp.report_page import truth_summary
-from pipelines.ldp.validation import validate_ldp_input, validate_ldp_output
+from pipelines.ldp.validation import validate_ldp_metrics, validate_ldp_output
 from pipelines.platform.errors import InputError, PrivlakeError
-from pipelines.platform.lake import Lake
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
     ReleaseResult,
-    StageTimer,
 )
-from schemas.ldp.config import LdpConfig, SecretLayout
+from pipelines.platform.repeated_keys import KeyBuckets, RepeatedKeys, bucket_count, find_repeated_keys
+from pipelines.platform.sources import (
+    ROW_ID,
+    SUFFIX_FORMATS,
+    Fragment,
+    input_fingerprint,
+    list_fragments,
+    row_error,
+    row_location,
+)
+from schemas.base import LakeLocation
+from schemas.ldp.config import LdpConfig, LdpInput, SecretLayout
 from schemas.ldp.tables import (
-    ldp_bit_sums_schema,
+    LDP_FINGERPRINTS_SCHEMA,
+    LDP_METRICS_SCHEMA,
+    ldp_counts_schema,
     ldp_estimate_schema,
-    ldp_report_counts_schema,
-    ldp_reports_schema,
+    ldp_input_summary_schema,
 )
 from transforms.ldp.distribution_metrics import (
     earth_movers_distance_grid,
@@ -80,7 +97,7 @@ from transforms.ldp.release_estimate import (
     worst_case_ldp_epsilon,
 )
 
-LDP_WORKER_MODULES = ("pipelines.ldp.blocks",)
+LDP_WORKER_MODULES = ("pipelines.ldp.blocks", "pipelines.ldp.engine_input")
 PRIVACY_UNIT = "one user's report (local DP, each user at their own epsilon; headline = the largest)"
 
 
@@ -111,81 +128,163 @@ def plan_release(context: ReleaseContext) -> LdpPlan:
 
 @dataclass(frozen=True)
 class PreparedReports:
-    """The reports staged for the engine: one Parquet file of ``(mechanism_code, report)``."""
+    """What the driver knows of the reports before the engine reads them: their fragments (file
+    names, sizes, scan tasks — metadata, never a row) and how error lines name the input."""
 
-    staged: Path
-    fingerprint: str
+    fragments: list[Fragment]
+    name: str
+
+
+@dataclass(frozen=True)
+class CheckedReports:
+    """The reports as the engine found them: the sufficient statistics' partial sums (summed on
+    the engine), the input gate's result on the engine's metrics, the reports' count and the
+    input's fingerprint."""
+
+    counts: pd.DataFrame
     validation: Any
     n: int
+    fingerprint: str
 
 
 def prepare_reports(context: ReleaseContext, plan: LdpPlan) -> PreparedReports:
-    return PreparedReports(*_prepare_reports(context.config, plan.catalog, context.lake, context.release_id,
-                                             context.timer))
+    """While the engine starts: list the input (metadata only). The reports are read by the engine."""
+    config = context.config
+    with context.timer.stage("list input"):
+        spec = listing_spec(config.input)
+        properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
+        fragments = list_fragments(spec, properties=properties)
+    return PreparedReports(fragments, spec.path if spec.path is not None else f"table {spec.table}")
 
 
 def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedReports, engine: Engine) -> ReleaseResult:
-    with context.timer.stage("count reports and estimate"):
-        estimate, users = _estimate_on_engine(context.config, plan.catalog, engine, prepared.staged)
-    return _publish(context, plan.catalog, prepared, estimate, users, engine.name)
+    with context.timer.stage("read and check input"):
+        checked = read_reports_on_engine(context.config, plan.catalog, prepared, engine,
+                                         context.staging / "input" / "user-keys")
+    with context.timer.stage("estimate"):
+        estimate, users = _estimate(context.config, plan.catalog, checked.counts)
+    return _publish(context, plan.catalog, checked, estimate, users, engine.name)
 
 
-def _prepare_reports(
-    config: LdpConfig, catalog: MechanismCatalog, lake: Lake, release_id: str, timer: StageTimer
-) -> tuple[Path, str, Any, int]:
+def listing_spec(settings: LdpInput) -> LdpInput:
+    """The input as listed: a single file without a format and without a known suffix is Parquet
+    (an ldp input's format always defaulted to Parquet)."""
+    if settings.format is None and settings.path is not None and not any(
+        character in settings.path for character in "*?["
+    ) and os.path.isfile(settings.path) and os.path.splitext(settings.path)[1].lower() not in SUFFIX_FORMATS:
+        return settings.model_copy(update={"format": "parquet"})
+    return settings
+
+
+def _counting(catalog: MechanismCatalog, method: str) -> str:
+    if not catalog.bit_vectors:
+        return "reports"
+    return "bit_sums" if method == "rap_m" else "bit_vectors"
+
+
+def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepared: PreparedReports, engine: Engine,
+                           keys_folder: Any) -> CheckedReports:
+    """Read, check, canonicalize and count the reports on the engine (``pipelines/ldp/engine_input.py``);
+    then the duplicate check (``pipelines/platform/repeated_keys.py``) and the input gate on the
+    metrics. Raises the one-line error of the first failing row."""
     settings = config.input
-    with timer.stage("read input"):
-        reports = read_ldp_reports(settings)
-        fingerprint = reports_fingerprint(settings)
-    with timer.stage("validate input"):
-        validation = validate_ldp_input(
-            reports, file_name=str(settings.path), mechanism_names=list(catalog.names),
-            column_names=settings.columns.model_dump(),
-        )
+    fragments = prepared.fragments
+    columns = settings.columns
+    counting = _counting(catalog, config.estimator.method)
+    buckets = KeyBuckets(keys_folder, bucket_count([fragment.size for fragment in fragments], engine.parallelism))
+    side = ReportReading(
+        user_column=columns.user_id, mechanism_column=columns.mechanism, report_column=columns.report,
+        mechanism_names=catalog.names, output_sizes=tuple(int(size) for size in catalog.output_sizes),
+        counting=counting, bits=catalog.input_size, output_stride=int(catalog.output_sizes.max()), keys=buckets,
+    )
+    text_keys = counting == "bit_vectors"
+    summary = engine.persist(engine.map_fragments(fragments, read_report_fragment, ldp_input_summary_schema(text_keys), side))
+    try:
+        metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, LDP_METRICS_SCHEMA), "code", ["users"])
+        by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["users"].astype(int), strict=True))
+        first_problem = engine.first_row(summary, ROW_ID)
+        user_id_types = int(by_code.get(INTEGER_USER_IDS, 0) > 0) + int(by_code.get(TEXT_USER_IDS, 0) > 0)
+        repeats = RepeatedKeys(0, None, None)
+        if user_id_types <= 1:
+            repeats = find_repeated_keys(engine, buckets, [fragment.ordinal for fragment in fragments])
+        metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
+        metrics[METRIC_NAMES[REPEATED_USER]] = repeats.repeats
+        metrics["user_id_types"] = user_id_types
+        validation = validate_ldp_metrics(metrics, prepared.name)
         if not validation.success:
-            raise PrivlakeError(validation.issues[0].line())
-        canonical = canonical_reports(reports, catalog, settings)
-    with timer.stage("stage input"):
-        schema = ldp_reports_schema(catalog.bit_vectors)
-        staged = storage.write_table(pa.Table.from_pandas(canonical, schema=schema, preserve_index=False),
-                                     lake.staging_directory(release_id) / "input" / "reports.parquet",
-                                     row_group_size=1 << 20)
-    return staged, fingerprint, validation, len(canonical)
+            raise _first_failure(validation, first_problem, repeats, fragments, catalog, settings, prepared.name)
+        counts = engine.sum_by_key(engine.map_batches(summary, count_entries, ldp_counts_schema(text_keys)), "key",
+                                   ["users"])
+        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, LDP_FINGERPRINTS_SCHEMA))
+    finally:
+        engine.unpersist(summary)
+    fingerprint = input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True))
+    return CheckedReports(counts, validation, metrics["rows"], _reports_fingerprint(fingerprint, settings))
 
 
-def _estimate_on_engine(
-    config: LdpConfig, catalog: MechanismCatalog, engine: Engine, staged: Path
-) -> tuple[ReleaseEstimate, np.ndarray]:
-    """One pass over the reports for the estimator's sufficient statistics, then the estimator;
-    also the users of each mechanism (from the same statistics)."""
+def _reports_fingerprint(input_print: str, settings: LdpInput) -> str:
+    """The input's fingerprint (``sources.input_fingerprint``, computed per fragment on the engine)
+    with the catalog file and the column mapping."""
+    digest = hashlib.sha256(input_print.encode() + b"\0")
+    digest.update(settings.catalog.read_bytes() + b"\0")
+    digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def _first_failure(validation: Any, first_problem: dict[str, Any] | None, repeats: RepeatedKeys,
+                   fragments: list[Fragment], catalog: MechanismCatalog, settings: LdpInput, name: str) -> PrivlakeError:
+    """The failing gate's one line: at the first failing row the engine found (its earliest
+    problem), else the gate's first issue (no row: an empty input, user ids of two kinds)."""
+    candidates = []
+    if first_problem is not None:
+        candidates.append((int(first_problem[ROW_ID]), int(first_problem["code"]), first_problem["detail"]))
+    if repeats.first_row_id is not None:
+        candidates.append((repeats.first_row_id, REPEATED_USER, repeats.earlier_row_id))
+    if not candidates:
+        issue = validation.issues[0]
+        column = settings.columns.user_id if issue.column == "user_id_types" else None
+        return InputError(name, issue.message, column=column)
+    row_id, code, detail = min(candidates, key=lambda item: (item[0], item[1]))
+    canonical, message = PROBLEMS[code]
+    if code == REPEATED_USER:
+        earlier_file, earlier_row = row_location(fragments, int(detail))
+        file, _ = row_location(fragments, row_id)
+        where = f"row {earlier_row}" if earlier_file == file else f"{earlier_file}, row {earlier_row}"
+        message = f"{message}; the same {settings.columns.user_id} as {where}"
+        if repeats.repeats > 1:
+            message += f"; {repeats.repeats} repeated reports in all"
+    elif code == BIT_VECTOR_LENGTH:
+        message = f"bit vector of length {detail}; the catalog's RAPPOR mechanisms report {catalog.input_size} bits"
+    elif code == OUTSIDE_ALPHABET:
+        size = int(catalog.output_sizes[int(detail)])
+        message = f"report is outside mechanism {catalog.names[int(detail)]!r}'s output alphabet 0..{size - 1}"
+    return row_error(fragments, row_id, message, column=getattr(settings.columns, canonical))
+
+
+def _estimate(config: LdpConfig, catalog: MechanismCatalog, counts: pd.DataFrame) -> tuple[ReleaseEstimate, np.ndarray]:
+    """The estimator on the sufficient statistics the engine summed (``key``, ``users``); also the
+    users of each mechanism (from the same statistics)."""
     settings = config.estimator
-    reports = engine.read_parquet([staged], ldp_reports_schema(catalog.bit_vectors))
     k = catalog.input_size
     if catalog.bit_vectors and settings.method == "rap_m":
-        partial = engine.map_batches(reports, rappor_bit_sum_rows, ldp_bit_sums_schema(), side=BitSumSide(k))
-        sums = engine.sum_by_key(partial, "bit_key", ["users"])
         table = np.zeros((len(catalog.names), k + 1), dtype=np.int64)
-        keys = sums["bit_key"].to_numpy(np.int64)
-        table[keys // (k + 1), keys % (k + 1)] = sums["users"].to_numpy(np.int64)
+        keys = counts["key"].to_numpy(np.int64)
+        table[keys // (k + 1), keys % (k + 1)] = counts["users"].to_numpy(np.int64)
         users = table[:, k]
         return estimate_from_bit_sums(catalog.mechanisms, table[:, :k], users, settings.post_processing), users
     if catalog.bit_vectors:
-        partial = engine.map_batches(reports, bit_vector_count_rows, ldp_report_counts_schema(True))
-        groups = engine.sum_by_key(partial, "report_key", ["users"])
-        split = groups["report_key"].astype(str).str.split(":", n=1, expand=True)
+        split = counts["key"].astype(str).str.split(":", n=1, expand=True)
         codes = split[0].astype(np.int64).to_numpy()
         bits = bit_matrix(split[1].tolist(), k)
-        group_users = groups["users"].to_numpy(np.int64)
+        group_users = counts["users"].to_numpy(np.int64)
         users = np.bincount(codes, weights=group_users, minlength=len(catalog.names)).astype(np.int64)
         return estimate_from_bit_vector_groups(
             catalog.mechanisms, codes, bits, group_users, settings.tolerance, settings.max_iterations,
             settings.acceleration,
         ), users
     stride = int(catalog.output_sizes.max())
-    partial = engine.map_batches(reports, report_count_rows, ldp_report_counts_schema(False), side=ReportKeySide(stride))
-    counts = engine.sum_by_key(partial, "report_key", ["users"])
     table = np.zeros((len(catalog.names), stride), dtype=np.int64)
-    keys = counts["report_key"].to_numpy(np.int64)
+    keys = counts["key"].to_numpy(np.int64)
     table[keys // stride, keys % stride] = counts["users"].to_numpy(np.int64)
     report_counts = [table[code, : int(size)] for code, size in enumerate(catalog.output_sizes)]
     return estimate_from_report_counts(
@@ -281,12 +380,12 @@ def epsilon_distribution(mix: list[dict[str, Any]]) -> dict[str, Any]:
 def _publish(
     context: ReleaseContext,
     catalog: MechanismCatalog,
-    prepared: PreparedReports,
+    checked: CheckedReports,
     result: ReleaseEstimate,
     users: np.ndarray,
     engine_label: str,
 ) -> ReleaseResult:
-    config, timer, n = context.config, context.timer, prepared.n
+    config, timer, n = context.config, context.timer, checked.n
     secrets = config.secrets
     size = catalog.input_size
     estimate = estimate_frame(result.estimate, secrets)
@@ -335,7 +434,8 @@ def _publish(
                                     context.staging / "data" / "part-00000.parquet")
     internal = {
         "note": "operator figures: the evaluation reads the raw secrets (evaluation.truth_path)",
-        "validation": {"input": prepared.validation.to_json()},
+        "validation": {"input": checked.validation.to_json()},
+        "input_fingerprint": checked.fingerprint,
         "evaluation": evaluation,
         "report": truth_summary(truth),  # `privlake report`: the truth beside the estimate
     }

@@ -135,7 +135,11 @@ def simulate_ldp_reports(config: LdpConfig, source_config: str | Path = "config"
     if simulation is None:
         raise ConfigError(f"{source_config}: simulate-ldp needs a 'simulation' section")
     settings = config.input
-    if settings.path.resolve() == simulation.source.path.resolve():
+    if settings.path is None or any(character in settings.path for character in "*?[") or "://" in settings.path \
+            or Path(settings.path).is_dir():
+        raise ConfigError(f"{source_config}: simulate-ldp writes one local reports file: input.path must name a file")
+    reports_path = Path(settings.path)
+    if reports_path.resolve() == simulation.source.path.resolve():
         raise ConfigError(f"{source_config}: input.path would overwrite the simulation's source file")
     named, shares = simulation_catalog(config)
     secrets_index = read_simulation_secrets(simulation.source, config.secrets)
@@ -151,15 +155,15 @@ def simulate_ldp_reports(config: LdpConfig, source_config: str | Path = "config"
             columns.report: reports,
         }
     )
-    settings.path.parent.mkdir(parents=True, exist_ok=True)
-    if settings.format == "parquet":
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), settings.path)
+    reports_path.parent.mkdir(parents=True, exist_ok=True)
+    if settings.file_format(reports_path.name) == "parquet":
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), reports_path)
     else:
-        frame.to_csv(settings.path, index=False)
+        frame.to_csv(reports_path, index=False)
     settings.catalog.parent.mkdir(parents=True, exist_ok=True)
     catalog = {name: mechanism.to_spec() for name, mechanism in named.items()}
     settings.catalog.write_text(json.dumps({"mechanisms": catalog}, indent=2) + "\n", encoding="utf-8")
-    written = {"reports": settings.path, "catalog": settings.catalog}
+    written = {"reports": reports_path, "catalog": settings.catalog}
     if simulation.truth_out is not None:
         size = config.secrets.size
         assert size is not None

@@ -1,20 +1,21 @@
-"""The ldp release's validation gate: the reports before estimation, the estimate before it is published."""
+"""The ldp release's validation gate: the engine's metrics of the reports before estimation, the
+estimate before it is published."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
-from pipelines.platform.validation import ValidationResult, run_suites, with_row_numbers
-from schemas.ldp.expectations import ldp_input_suites, ldp_output_suites
+from pipelines.platform.validation import ValidationResult, run_suites, validate_metrics
+from schemas.ldp.expectations import ldp_input_metric_suites, ldp_output_suites
 
 
-def validate_ldp_input(frame: pd.DataFrame, *, file_name: str, mechanism_names: list[str],
-                       column_names: Mapping[str, str] | None = None) -> ValidationResult:
-    """Check ldp reports (``user_id, mechanism, report`` and ``row_number``): columns, nulls, one
-    report per user, mechanisms named in the catalog. Issues use the file's column names."""
-    return run_suites(with_row_numbers(frame), ldp_input_suites(mechanism_names), "input", file_name, column_names)
+def validate_ldp_metrics(metrics: Mapping[str, Any], file_name: str) -> ValidationResult:
+    """Check the metrics the engine computed over the reports (``schemas/ldp/expectations.py``,
+    ``LDP_INPUT_METRICS``): rows, problems per kind, repeated users, kinds of user id."""
+    return validate_metrics(metrics, ldp_input_metric_suites(), "input", file_name)
 
 
 def validate_ldp_output(estimate: pd.DataFrame, *, layout: str, secrets: int) -> ValidationResult:

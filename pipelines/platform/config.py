@@ -282,6 +282,12 @@ def resolve_paths(model: ModelT, base: Path) -> ModelT:
             return entries if any(entries[key] is not value[key] for key in value) else value
         return value
 
+    from schemas.sources import SourceSpec
+
+    if isinstance(model, SourceSpec):  # its path is text (a glob or a URI stays one): resolved by its own rule
+        from pipelines.platform.sources import resolve_source
+
+        model = resolve_source(model, base)  # type: ignore[assignment]
     updates = {}
     for name in type(model).model_fields:
         value = getattr(model, name)

@@ -101,6 +101,18 @@ def location_of(path: Path | str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def source_location(source: object) -> Path | str:
+    """The location a release's ``input`` section names, for binding and fingerprints: its
+    ``path`` (a file, a folder or a glob), or for an Iceberg table input (``schemas/sources.py``)
+    the table under its lake, ``<lake folder or warehouse>/<namespace.name>`` — a place no file
+    input names, so a table binds to one dataset like a folder does."""
+    table = getattr(source, "table", None)
+    if table is None:
+        return source.path  # type: ignore[attr-defined, no-any-return]
+    lake = source.lake  # type: ignore[attr-defined]
+    return f"{lake if isinstance(lake, Path) else lake.warehouse}/{table}"
+
+
 def _contains(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 

@@ -51,7 +51,7 @@ from pipelines.platform.ids import check_release_id, new_release_id
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished, open_lake
 from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
-from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy
+from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy, source_location
 from pipelines.platform.recovery import Lease, recover
 from pipelines.platform.release_index import ReleaseIndex
 from schemas.base import EngineSettings
@@ -269,13 +269,13 @@ class ReleaseContext:
                 f"{TEST_SECRET_VARIABLE} is set, but {self.lake.description} is not a test lake: releases made with the "
                 "fixed test secret go only into lakes made by `privlake init-lake LAKE --test`"
             )
-        self.budget = policy.admit(self.config.dataset, self.config.input.path)
+        self.budget = policy.admit(self.config.dataset, source_location(self.config.input))
         failpoint("admitted")
 
     def check_inputs(self) -> None:
         """After the reservation, before the input is read: no input file may be one another
         dataset used (keyed fingerprints, ``pipelines/platform/policy.py``)."""
-        LakePolicy(self.lake).check_inputs(self.config.dataset, self.release_id, self.config.input.path)
+        LakePolicy(self.lake).check_inputs(self.config.dataset, self.release_id, source_location(self.config.input))
 
     def reserve(self, guarantee: dict[str, Any]) -> None:
         """Reserve the release's charge before the data it covers is read: the guarantee's

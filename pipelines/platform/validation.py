@@ -546,3 +546,30 @@ def run_suites(
             break
     return writer.result()
 
+
+
+def metrics_frame(metrics: Mapping[str, Any]) -> pd.DataFrame:
+    """An input's metrics (name -> number) as the one-row frame a metrics suite validates, with its
+    index column ``metrics_row``."""
+    import pandas as pd
+
+    from schemas.expectations import METRICS_ROW
+
+    return pd.DataFrame({METRICS_ROW: [0], **{name: [_python_value(value)] for name, value in metrics.items()}})
+
+
+def validate_metrics(
+    metrics: Mapping[str, Any],
+    suites: list[ExpectationSuiteSpec],
+    label: str = "input",
+    file_name: str | None = None,
+) -> ValidationResult:
+    """Great Expectations on metrics an engine computed over a whole input, not on its rows (issue
+    15; any kind): ``metrics`` (rows, nulls and bad values per column, repeats, minimum and maximum,
+    ...: reduced where the rows live, e.g. by ``Engine.column_metrics`` or ``sum_by_key``) are one
+    small frame (:func:`metrics_frame`), validated by ``suites`` (``schemas.expectations.metric_suite``)
+    in the gate's worker like any frame. An issue names the failing metric as its column and never a
+    value (``label`` ``input``: raw data); the kind locates a failing check's first row itself (the
+    engine's ``first_row`` over the rows it flagged) and words that line. The result's checks record
+    the observed metric values (operator-only)."""
+    return run_suites(metrics_frame(metrics), suites, label, file_name)

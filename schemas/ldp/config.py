@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.base import EngineSettings, LakeSetting, StrictModel
+from schemas.sources import SourceSpec
 
 ESTIMATORS = ("gibu", "inv_m", "ibu_m", "rap_m")
 MAX_SECRETS = 4096
@@ -33,11 +34,21 @@ class ReportColumns(StrictModel):
     report: str = "report"
 
 
-class LdpInput(StrictModel):
-    path: Path = Field(description="the reports table (user_id, mechanism, report)")
-    format: Literal["csv", "parquet"] = "parquet"
+class LdpInput(SourceSpec):
+    """Where the reports are (``schemas/sources.py``): ``path`` — one file, a folder of files (hive
+    partition folders such as ``day=2026-12-01/`` become columns ``columns`` may name) or a glob —
+    or an Iceberg ``table`` of ``lake`` at ``snapshot_id`` with ``row_filter``; read where they live,
+    by the engine. ``format`` is inferred from the files' suffixes; a file without a known suffix is
+    read as Parquet (the format an ldp input always defaulted to)."""
+
     catalog: Path = Field(description="the mechanism catalog: a JSON mapping of mechanism name to spec")
     columns: ReportColumns = ReportColumns()
+
+    def file_format(self, name: str) -> Literal["csv", "parquet"]:
+        """The declared format, else the suffix's, else Parquet."""
+        if self.format is not None:
+            return self.format
+        return "csv" if name.lower().endswith(".csv") else "parquet"
 
 
 class SecretLayout(StrictModel):

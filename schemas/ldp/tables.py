@@ -7,39 +7,40 @@ import pyarrow as pa
 LDP_MECHANISM_CODE = "mechanism_code"
 
 
-def ldp_reports_schema(bit_vectors: bool) -> pa.Schema:
-    """Canonical staged reports of an ldp release: the mechanism's index in the sorted catalog and
-    the report, an integer index into the mechanism's output alphabet, or for RAPPOR the bit
-    vector as a string of ``0``/``1`` characters (bit ``x`` is character ``x``)."""
-    return pa.schema(
-        [
-            pa.field(LDP_MECHANISM_CODE, pa.int32(), nullable=False),
-            pa.field("report", pa.string() if bit_vectors else pa.int64(), nullable=False),
-        ]
-    )
+ROW_ID = "ROW_ID"
+"""The platform's row identifier (``pipelines/platform/sources.py``): ``ordinal << 40 | row``."""
 
 
-def ldp_report_counts_schema(bit_vectors: bool) -> pa.Schema:
-    """Per-batch partial counts of users per (mechanism, report), keyed for ``sum_by_key``: an
-    int64 key ``mechanism_code * output_stride + report``, or for bit vectors the string key
-    ``"<mechanism_code>:<bits>"``."""
-    return pa.schema(
-        [
-            pa.field("report_key", pa.string() if bit_vectors else pa.int64(), nullable=False),
-            pa.field("users", pa.int64(), nullable=False),
-        ]
-    )
+def ldp_input_summary_schema(text_keys: bool) -> pa.Schema:
+    """What the engine's task for one input fragment returns (``pipelines/ldp/engine_input.py``):
+    rows whose ``entry`` says what they are — a partial count of the sufficient statistics
+    (``key``: ``mechanism_code * output_stride + report``, RAPPOR's ``mechanism_code * (k + 1) + x``
+    bit sums, or the text ``"<mechanism_code>:<bits>"`` of a bit-vector group; ``users``), a metric
+    (``code``; its value in ``users``; for a problem, its first row's ``ROW_ID`` and a ``detail``)
+    or the fragment's ``fingerprint``. ``code`` comes right after ``entry``, so ``first_row`` breaks a
+    tie on ``ROW_ID`` by the problem's code."""
+    return pa.schema([
+        pa.field("entry", pa.int32(), nullable=False),
+        pa.field("code", pa.int32(), nullable=False),
+        pa.field(ROW_ID, pa.int64()),
+        pa.field("detail", pa.int64()),
+        pa.field("key", pa.string() if text_keys else pa.int64()),
+        pa.field("users", pa.int64(), nullable=False),
+        pa.field("fingerprint", pa.string()),
+    ])
 
 
-def ldp_bit_sums_schema() -> pa.Schema:
-    """Per-batch partial RAPPOR sums for ``RAP_M``, keyed ``mechanism_code * (k + 1) + x``: for
-    ``x < k`` the number of reports with bit ``x`` set, for ``x = k`` the mechanism's users."""
-    return pa.schema(
-        [
-            pa.field("bit_key", pa.int64(), nullable=False),
-            pa.field("users", pa.int64(), nullable=False),
-        ]
-    )
+def ldp_counts_schema(text_keys: bool) -> pa.Schema:
+    """The summaries' partial counts, keyed for ``sum_by_key``."""
+    return pa.schema([pa.field("key", pa.string() if text_keys else pa.int64(), nullable=False),
+                      pa.field("users", pa.int64(), nullable=False)])
+
+
+LDP_METRICS_SCHEMA = pa.schema([pa.field("code", pa.int64(), nullable=False),
+                                pa.field("users", pa.int64(), nullable=False)])
+"""The summaries' metrics, keyed by metric code for ``sum_by_key``."""
+LDP_FINGERPRINTS_SCHEMA = pa.schema([pa.field("code", pa.int64(), nullable=False), pa.field("fingerprint", pa.string())])
+"""The fragments' fingerprints, by fragment ordinal."""
 
 
 def ldp_estimate_schema(layout: str) -> pa.Schema:

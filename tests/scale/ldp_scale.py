@@ -1,0 +1,110 @@
+"""The driver-memory measurements of the ldp release (issue 15): generated partitioned reports, a
+release run in a child process, and what the child measures.
+
+``write_reports(folder, n, rows_per_file)`` writes ``n`` reports (unique integer user ids, four
+mechanisms over 16 secrets, reports uniform in their alphabet) as hive-partitioned Parquet
+(``day=NN/part-00000.parquet``, ``rows_per_file`` each) with the mechanism catalog beside it, and a
+config whose lake is a test lake with a budget for the dataset. Data go under a temporary folder,
+never into the repository.
+
+``python -m tests.scale.ldp_scale CONFIG ENGINE [--traced BUCKET_BYTES]`` runs one release in this
+process and prints one JSON line: the release's wall seconds and ``n``; with ``--traced``, the peak
+of Python's traced allocations (NumPy and pandas buffers included) plus Arrow's memory pool peak
+during the release, with the duplicate check's buckets sized for ``BUCKET_BYTES`` of input (so that a
+small input already spreads over many buckets, as a large one does with the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+CATALOG = {
+    "krr_low": {"type": "krr", "epsilon": 0.5, "input_size": 16},
+    "krr_mid": {"type": "krr", "epsilon": 1.0, "input_size": 16},
+    "krr_high": {"type": "krr", "epsilon": 2.0, "input_size": 16},
+    "geometric": {"type": "truncated_geometric", "epsilon": 0.5, "lower": 0, "upper": 15},
+}
+
+
+def write_reports(folder: Path, n: int, rows_per_file: int, dataset: str = "scale") -> Path:
+    """The reports, the catalog and a config (its path returned) under ``folder``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from tests.lake_setup import prepare_lake
+
+    rng = np.random.default_rng(15)
+    names = pa.array(sorted(CATALOG), pa.string())
+    reports = folder / "reports"
+    for index, start in enumerate(range(0, n, rows_per_file)):
+        rows = min(rows_per_file, n - start)
+        table = pa.table({
+            "user_id": pa.array(np.arange(start, start + rows, dtype=np.int64)),
+            "mechanism": pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, len(CATALOG), rows, dtype=np.int32)),
+                                                        names),
+            "report": pa.array(rng.integers(0, 16, rows, dtype=np.int64)),
+        })
+        part = reports / f"day={index:04d}"
+        part.mkdir(parents=True)
+        pq.write_table(table, part / "part-00000.parquet")
+    (folder / "catalog.json").write_text(json.dumps(CATALOG))
+    config = {
+        "kind": "ldp", "dataset": dataset, "lake": str(folder / "lake"),
+        "input": {"path": "reports", "catalog": "catalog.json"},
+        "secrets": {"layout": "line", "values": 16},
+        "estimator": {"method": "gibu"},
+    }
+    path = folder / "ldp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    prepare_lake(folder / "lake", dataset)
+    return path
+
+
+def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> dict:
+    """One release in this process (module docstring)."""
+    from pipelines.platform.validation import start_gate_worker
+
+    start_gate_worker()  # as `privlake run` does: GX runs in its own process
+    import tracemalloc
+
+    import pyarrow as pa
+
+    import pipelines.platform.repeated_keys as repeated_keys
+    from pipelines.engines import make_engine
+    from pipelines.ldp.pipeline import run_ldp_release
+    from pipelines.platform.config import load_config
+
+    config = load_config(config_path)
+    if bucket_bytes is not None:
+        repeated_keys.BUCKET_INPUT_BYTES = bucket_bytes
+        tracemalloc.start()
+        arrow_before = pa.default_memory_pool().bytes_allocated()
+    with make_engine(engine_name) as engine:
+        start = time.perf_counter()
+        outcome = run_ldp_release(config, release_id="scale-1", engine=engine)
+        seconds = time.perf_counter() - start
+    result = {"seconds": seconds, "n": outcome.manifest["n"], "status": outcome.status}
+    if bucket_bytes is not None:
+        _, traced_peak = tracemalloc.get_traced_memory()
+        result["traced_peak_bytes"] = traced_peak
+        result["arrow_peak_bytes"] = pa.default_memory_pool().max_memory() - arrow_before
+    return result
+
+
+def main(arguments: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config", type=Path)
+    parser.add_argument("engine")
+    parser.add_argument("--traced", type=int, default=None, metavar="BUCKET_BYTES")
+    options = parser.parse_args(arguments)
+    print(json.dumps(measure(options.config, options.engine, options.traced)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
