@@ -118,11 +118,27 @@ def _contains(outer: str, inner: str) -> bool:
 
 
 def input_files(location: str) -> list[Path]:
-    """The files of an input location: the file itself, or every file under a folder (sorted)."""
+    """The data files of an input location: the file itself, every file under a folder, or every
+    file a glob matches (sorted) — without the names an input's reader skips (hidden files and
+    ``_`` names that are not ``key=value`` folders: ``_SUCCESS``, ``.crc``, ``_temporary/``), whose
+    identical empty markers would otherwise make two datasets' folders look like copies."""
     path = Path(location)
     if path.is_dir():
-        return sorted(file for file in path.rglob("*") if file.is_file())
-    return [path] if path.is_file() else []
+        return sorted(file for file in path.rglob("*") if file.is_file()
+                      and not any(_skipped(part) for part in file.relative_to(path).parts))
+    if path.is_file():
+        return [path]
+    if any(character in location for character in "*?["):
+        import glob
+
+        root = Path(location.split("*")[0].split("?")[0].split("[")[0]).parent
+        return sorted(Path(found) for found in glob.glob(location, recursive=True) if os.path.isfile(found)
+                      and not any(_skipped(part) for part in Path(found).relative_to(root).parts))
+    return []
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 class LakePolicy:

@@ -139,3 +139,40 @@ def test_secrets_layout_that_does_not_match_the_catalog_is_refused(tmp_path: Pat
     assert main(["run", str(config), "--release-id", "layout-1"]) == 2
     error = capsys.readouterr().err.strip()
     assert "4 secrets" in error and "5" in error
+
+
+@pytest.mark.spark
+@pytest.mark.beam
+@pytest.mark.parametrize("engine_name", ["local", "spark", "beam"])
+def test_every_engine_names_the_same_first_bad_row_of_a_partitioned_input(
+    tmp_path: Path, engine_name: str, spark_session
+) -> None:
+    """Issue 15: the reports checked where they live, fragment by fragment, in any split; the line
+    names the first failing row of the whole input (file, row within it, column), not the first
+    row some task happened to report — here a repeated user in the third file, before an unknown
+    mechanism later in it and a report outside its alphabet in the fourth."""
+    from pipelines.engines import make_engine
+    from pipelines.ldp.pipeline import run_ldp_release
+    from pipelines.platform.config import load_config
+    from pipelines.platform.errors import InputError
+
+    folder = tmp_path / "reports"
+    frames = [GOOD_REPORTS.assign(user_id=GOOD_REPORTS["user_id"] + 10 * part).astype(object) for part in range(4)]
+    frames[2].loc[1, "user_id"] = 13  # row 2 of part 2 repeats row 3 of part 1
+    frames[2].loc[3, "mechanism"] = "krr_secret_z"
+    frames[3].loc[0, "report"] = 7
+    for part, frame in enumerate(frames):
+        (folder / f"day=0{part}").mkdir(parents=True)
+        frame.to_csv(folder / f"day=0{part}" / "part-0.csv", index=False)
+    (folder / "_SUCCESS").write_text("")
+    config_path = write_case(tmp_path, GOOD_REPORTS, CATALOG)
+    document = yaml.safe_load(config_path.read_text())
+    document["input"] = {"path": str(folder), "catalog": document["input"]["catalog"]}
+    config_path.write_text(yaml.safe_dump(document))
+    engine = make_engine("spark", spark_session=spark_session) if engine_name == "spark" else make_engine(engine_name)
+    with engine, pytest.raises(InputError) as caught:
+        run_ldp_release(load_config(config_path), release_id="bad-1", engine=engine)
+    assert str(caught.value) == (
+        f"{folder / 'day=02' / 'part-0.csv'}, row 2, column 'user_id': a user sent more than one report (one report "
+        f"per user); the same user_id as {folder / 'day=01' / 'part-0.csv'}, row 3"
+    )

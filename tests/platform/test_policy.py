@@ -137,3 +137,23 @@ def test_init_lake_makes_a_test_lake(tmp_path: Path, capsys: pytest.CaptureFixtu
     with Lake(lake) as opened:
         assert LakePolicy(opened).is_test_lake()
     assert main(["init-lake", str(lake)]) == 4
+
+
+def test_folder_and_glob_inputs_are_fingerprinted_without_their_markers(lake: Lake, tmp_path: Path) -> None:
+    """Two datasets' partitioned folders both hold an empty ``_SUCCESS`` (and ``.crc`` files): those
+    are not data and must not make one look like a copy of the other; a glob's matches are
+    fingerprinted like a folder's files."""
+    policy = LakePolicy(lake)
+    policy.set_budget("first", 1.0, 1e-6)
+    policy.set_budget("second", 1.0, 1e-6)
+    for name, text in (("first", "x\n1\n"), ("second", "x\n2\n")):
+        write(tmp_path / name / "day=01" / "part-0.csv", text)
+        write(tmp_path / name / "_SUCCESS", "")
+        write(tmp_path / name / "day=01" / ".part-0.csv.crc", "crc")
+    policy.check_inputs("first", "r1", tmp_path / "first")
+    policy.check_inputs("second", "r2", tmp_path / "second")
+    stored = policy._read(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA).to_pylist()
+    assert sorted(Path(row["location"]).name for row in stored) == ["part-0.csv", "part-0.csv"]
+    copy = write(tmp_path / "copy" / "day=01" / "part-0.csv", "x\n1\n")
+    with pytest.raises(ReleaseRefused, match="identical to one of dataset 'first'"):
+        policy.check_inputs("second", "r3", f"{copy.parent.parent}/day=*/*.csv")
