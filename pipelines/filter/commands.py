@@ -20,20 +20,29 @@ def _filter_config(path: str, command: str = "train-encoder"):
     return config
 
 
-def _command_train_encoder(args: argparse.Namespace) -> int:
+def _trained(args: argparse.Namespace, command: str, function_name: str) -> tuple[Any, dict[str, Any] | None]:
+    """Run ``pipelines.filter.pipeline.<function_name>`` on the command's config with progress;
+    the config and the summary (``None`` once printed as JSON for ``--json``)."""
     from pipelines.kinds import require_kind
 
     require_kind("filter")
-    from pipelines.filter.pipeline import train_encoder
+    from pipelines.filter import pipeline
 
-    config = _filter_config(args.config, "train-encoder")
+    config = _filter_config(args.config, command)
     progress = StageProgress()
     try:
-        summary = train_encoder(config, progress=progress)
+        summary = getattr(pipeline, function_name)(config, progress=progress)
     finally:
         progress.close()
     if args.json:
         print(json.dumps(summary, default=str))
+        return config, None
+    return config, summary
+
+
+def _command_train_encoder(args: argparse.Namespace) -> int:
+    config, summary = _trained(args, "train-encoder", "train_encoder")
+    if summary is None:
         return 0
     final = summary["training"].get("final_epoch", {})
     print(
@@ -45,19 +54,8 @@ def _command_train_encoder(args: argparse.Namespace) -> int:
 
 
 def _command_train_filters(args: argparse.Namespace) -> int:
-    from pipelines.kinds import require_kind
-
-    require_kind("filter")
-    from pipelines.filter.pipeline import train_filters
-
-    config = _filter_config(args.config, "train-filters")
-    progress = StageProgress()
-    try:
-        summary = train_filters(config, progress=progress)
-    finally:
-        progress.close()
-    if args.json:
-        print(json.dumps(summary, default=str))
+    config, summary = _trained(args, "train-filters", "train_filters")
+    if summary is None:
         return 0
     choices = ", ".join(
         f"{choice['name']} (epsilon {_epsilon(choice['privacy'])})" for choice in summary["choices"]

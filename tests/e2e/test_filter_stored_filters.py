@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,12 +116,18 @@ def test_a_release_with_stored_filters_imports_no_torch_and_uses_exactly_them(
         np.testing.assert_array_equal(rows[column].to_numpy(), expected[column].to_numpy(), err_msg=column)
 
 
+def encoder_case(directory: Path) -> tuple[Path, Any]:
+    """A two-choice config with ``filters: {artifact: latest}`` and its encoder in the lake."""
+    config_path = filter_case(directory, two_choices=True, choices=UNCAPPED, filters={"artifact": "latest"})
+    config = load_config(config_path)
+    train_encoder(config)
+    return config_path, config
+
+
 def test_stored_filters_give_the_guarantee_before_any_record_is_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config_path = filter_case(tmp_path, two_choices=True, choices=UNCAPPED, filters={"artifact": "latest"})
-    config = load_config(config_path)
-    train_encoder(config)
+    config_path, config = encoder_case(tmp_path)
     assert main(["train-filters", str(config_path)]) == 0
     capsys.readouterr()
     prepare_lake(config.lake, "people")
@@ -134,9 +141,7 @@ def test_stored_filters_give_the_guarantee_before_any_record_is_read(
 def test_a_set_for_other_choices_another_encoder_or_above_a_cap_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config_path = filter_case(tmp_path, two_choices=True, choices=UNCAPPED, filters={"artifact": "latest"})
-    config = load_config(config_path)
-    train_encoder(config)
+    config_path, config = encoder_case(tmp_path)
     assert main(["run", str(config_path), "--release-id", "none"]) == 2
     error = capsys.readouterr().err.strip()
     assert "no filter set" in error and "privlake train-filters" in error and len(error.splitlines()) == 1
