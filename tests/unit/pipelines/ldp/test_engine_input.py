@@ -224,3 +224,34 @@ def test_user_ids_of_two_kinds_are_refused(tmp_path: Path) -> None:
         check(tmp_path, folder)
     assert_input_error(caught.value, folder, "user ids are integers in some files and text in others",
                        column="user_id")
+
+
+@pytest.mark.parametrize(
+    ("bits", "says"),
+    [
+        ("0100", "bit vector of length 4; the catalog's RAPPOR mechanisms report 3 bits"),
+        ("0x1", "report is not a bit vector of 0s and 1s"),
+        (None, "report is missing"),
+    ],
+)
+def test_a_bad_bit_vector_in_a_later_file_is_named_by_its_file_and_row(tmp_path: Path, bits: str | None,
+                                                                       says: str) -> None:
+    frames = [pd.DataFrame({"user_id": range(10 * part, 10 * part + 6), "mechanism": "r",
+                            "report": ["010", "111", "001", "100", "000", "011"]}).astype(object) for part in range(3)]
+    frames[1].loc[3, "report"] = bits
+    frames[2].loc[0, "report"] = "01"
+    files = several_files(tmp_path / "reports", frames)
+    with pytest.raises(InputError) as caught:
+        check(tmp_path, tmp_path / "reports", RAPPOR, method="rap_m")
+    assert_input_error(caught.value, files[1], says, row=4, column="report", hides=(str(bits),) if bits else ())
+
+
+def test_a_boolean_report_in_a_later_parquet_file_is_named_by_its_file_and_row(tmp_path: Path) -> None:
+    folder = tmp_path / "reports"
+    first = write(folder / "a.parquet", pa.table({"user_id": [1, 2], "mechanism": ["krr_a"] * 2, "report": [0, 1]}))
+    second = write(folder / "b.parquet", pa.table({"user_id": [3, 4], "mechanism": ["krr_a", "krr_b"],
+                                                  "report": [True, False]}))
+    with pytest.raises(InputError) as caught:
+        check(tmp_path, folder)
+    assert first.exists()
+    assert_input_error(caught.value, second, "not booleans", row=1, column="report", hides=("True",))
