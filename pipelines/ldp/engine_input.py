@@ -142,7 +142,8 @@ def _integer_reports(reports: pa.ChunkedArray, check: np.ndarray, problems: dict
         problems[REPORT_BOOLEAN] = check.copy()
         return values
     if pa.types.is_integer(combined.type):
-        values[check] = combined.filter(pa.array(check)).cast(pa.int64()).to_numpy()
+        # unchecked: an unsigned value beyond int64 wraps negative, and is then outside every alphabet
+        values[check] = combined.filter(pa.array(check)).cast(pa.int64(), safe=False).to_numpy()
         return values
     if pa.types.is_floating(combined.type):
         numbers = combined.cast(pa.float64()).to_numpy(zero_copy_only=False)

@@ -255,3 +255,12 @@ def test_a_boolean_report_in_a_later_parquet_file_is_named_by_its_file_and_row(t
         check(tmp_path, folder)
     assert first.exists()
     assert_input_error(caught.value, second, "not booleans", row=1, column="report", hides=("True",))
+
+
+def test_an_unsigned_report_beyond_int64_is_outside_the_alphabet(tmp_path: Path) -> None:
+    source = write(tmp_path / "reports.parquet", pa.table({"user_id": [1, 2], "mechanism": ["krr_a"] * 2,
+                                                           "report": pa.array([1, 2**64 - 1], pa.uint64())}))
+    with pytest.raises(InputError) as caught:
+        check(tmp_path, source)
+    assert_input_error(caught.value, source, "outside mechanism 'krr_a''s output alphabet 0..3", row=2,
+                       column="report", hides=(str(2**64 - 1),))
