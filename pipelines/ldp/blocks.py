@@ -1,9 +1,10 @@
 """Worker-side functions of the ldp release: the one pass that computes the sufficient statistics.
 
-Each function takes a batch of staged reports ``(mechanism_code, report)`` and returns partial
-counts keyed for ``Engine.sum_by_key``; the engine adds the partial counts of all batches
-exactly (integers), so the statistics do not depend on partitioning or engine. Kept light:
-workers import pandas and numpy only.
+Each function takes a frame of canonical reports ``(mechanism_code, report)`` — the good rows of
+one input fragment, as ``pipelines/ldp/engine_input.py`` reads them on the engine — and returns
+partial counts keyed for ``Engine.sum_by_key``; the engine adds the partial counts of all
+fragments exactly (integers), so the statistics do not depend on partitioning or engine. Kept
+light: pandas and numpy only.
 """
 
 from __future__ import annotations

@@ -8,11 +8,14 @@ Stages:
 
 1. Read the mechanism catalog and check the estimator can take its mix (INV_M and IBU_M need
    one output alphabet, RAP_M needs RAPPOR); a published release id is a no-op.
-2. While the engine starts: read the reports, run the validation gate (Great Expectations:
-   columns, nulls, one report per user, known mechanisms), check every report lies in its
-   mechanism's output alphabet, and stage canonical Parquet ``(mechanism_code, report)``.
-3. One pass on the engine computes the sufficient statistics: users per (mechanism, report);
-   for RAPPOR, bit sums per mechanism (RAP_M) or users per distinct bit vector (GIBU).
+2. While the engine starts: list the reports (``sources.list_fragments``: a file, a folder with
+   hive partitions, a glob or an Iceberg snapshot, as fragments; metadata only, never a row).
+3. On the engine (``pipelines/ldp/engine_input.py``), one task per fragment: read, flag bad rows,
+   canonicalize and count the good ones (users per (mechanism, report); for RAPPOR, bit sums per
+   mechanism (RAP_M) or users per distinct bit vector (GIBU)), bucket the user ids; then the
+   duplicate check over the buckets (``pipelines/platform/repeated_keys.py``). The validation gate
+   (Great Expectations) runs on the engine's metrics; a failing input is one line at its first
+   failing row (``first_row``). The partial counts are summed on the engine (``sum_by_key``).
 4. The driver runs the estimator, validates the estimate and publishes it with its manifest in
    one Iceberg commit (or quarantines it).
 
