@@ -239,17 +239,40 @@ def interpolate_environment(document: Any, source: str, where: str = "") -> Any:
     return _ENVIRONMENT_REFERENCE.sub(replace, document)
 
 
+def override_key_parts(key: str) -> list[str] | None:
+    """The sections of a ``--set`` key path: split at dots, except inside double or single quotes,
+    which name a key that itself holds dots (``lake.properties."s3.endpoint"``); ``None`` for an
+    empty part or an unclosed quote."""
+    parts, current, quote = [], [], None
+    for character in key.strip():
+        if quote is not None:
+            if character == quote:
+                quote = None
+            else:
+                current.append(character)
+        elif character in "\"'":
+            quote = character
+        elif character == ".":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(character)
+    parts.append("".join(current))
+    return parts if quote is None and all(parts) else None
+
+
 def apply_overrides(document: Any, overrides: list[str], source: str) -> Any:
     """``--set key.path=value`` overrides applied to the YAML document before validation (the
-    value is read as a YAML scalar or flow collection: ``3``, ``true``, ``[1, 2]``, ``spark``)."""
+    value is read as a YAML scalar or flow collection: ``3``, ``true``, ``[1, 2]``, ``spark``; a key
+    holding dots is quoted: ``--set 'lake.properties."s3.endpoint"=http://127.0.0.1:9000'``)."""
     if not overrides:
         return document
     if not isinstance(document, dict):
         raise ConfigError(f"{source}: the config must be a YAML mapping of keys to values")
     for override in overrides:
-        key, separator, text = override.partition("=")
-        parts = key.strip().split(".")
-        if not separator or not all(parts):
+        key, separator, text = _split_override(override)
+        parts = override_key_parts(key)
+        if not separator or not parts:
             raise ConfigError(f"--set {one_line(override, MAX_SHOWN_VALUE)}: expected key.path=value")
         value = load_yaml_text(text, f"--set {key}") if text.strip() else ""
         section = document
@@ -262,6 +285,19 @@ def apply_overrides(document: Any, overrides: list[str], source: str) -> Any:
             section = child
         section[parts[-1]] = value
     return document
+
+
+def _split_override(override: str) -> tuple[str, str, str]:
+    """``key``, ``=`` and the value: the first ``=`` outside quotes (a quoted key may hold one)."""
+    quote = None
+    for position, character in enumerate(override):
+        if quote is not None:
+            quote = None if character == quote else quote
+        elif character in "\"'":
+            quote = character
+        elif character == "=":
+            return override[:position], "=", override[position + 1 :]
+    return override, "", ""
 
 
 def resolve_paths(model: ModelT, base: Path) -> ModelT:

@@ -17,8 +17,10 @@ from pipelines.platform import config as config_module
 from pipelines.platform.config import (
     MAX_YAML_BYTES,
     MAX_YAML_NODES,
+    apply_overrides,
     check_lake_path,
     load_yaml_text,
+    override_key_parts,
     parse_config,
     read_yaml,
 )
@@ -160,3 +162,22 @@ def test_other_errors_stay_bugs_and_expected_ones_are_themselves() -> None:
     assert expected_failure(OSError(errno.ENOENT, "No such file or directory")) is None
     refused = PrivlakeError("x")
     assert expected_failure(refused) is refused
+
+
+def test_set_reaches_keys_that_hold_dots_through_quotes() -> None:
+    document = {"lake": {"catalog": {"type": "sql"}, "properties": {"s3.endpoint": "http://old"}}, "privacy": {"k": 3}}
+    apply_overrides(document, ['lake.properties."s3.endpoint"=http://127.0.0.1:9000',
+                               "lake.properties.'s3.access-key-id'=${KEY}", "privacy.k=5",
+                               'engine.spark.conf."spark.sql.shuffle.partitions"=8'], "config.yaml")
+    assert document["lake"]["properties"] == {"s3.endpoint": "http://127.0.0.1:9000", "s3.access-key-id": "${KEY}"}
+    assert document["privacy"] == {"k": 5}
+    assert document["engine"] == {"spark": {"conf": {"spark.sql.shuffle.partitions": 8}}}
+    # without quotes the dots are sections (the old meaning, unchanged)
+    apply_overrides(document, ["lake.properties.s3.endpoint=x"], "config.yaml")
+    assert document["lake"]["properties"]["s3"] == {"endpoint": "x"}
+    assert override_key_parts('a."b=c".d') == ["a", "b=c", "d"]
+    apply_overrides(document, ['labels."x=y"=1'], "config.yaml")  # the first = outside quotes splits
+    assert document["labels"] == {"x=y": 1}
+    for bad in ['lake."s3.endpoint=x', "lake..x=1", ".x=1", 'lake.""=1', "x"]:
+        with pytest.raises(ConfigError, match="expected key.path=value"):
+            apply_overrides(document, [bad], "config.yaml")
