@@ -267,3 +267,27 @@ def test_object_ids_of_different_types_are_an_issue_not_a_crash() -> None:
     objects["object_id"] = objects["object_id"].astype(str)
     line = only_issue(check_output(claims, objects))
     assert line.startswith("column 'object_id': claims and object table cannot be joined on object ids")
+
+
+def test_engine_metrics_are_validated_as_one_small_frame_and_never_shown() -> None:
+    """``validate_metrics`` (issue 15, any kind): metrics an engine reduced over a whole input, one
+    row; a metric out of bounds is an issue naming the metric (never its value, the input being raw
+    data); a missing metric stops at the presence stage; the checks keep the observed values."""
+    from pipelines.platform.validation import metrics_frame, validate_metrics
+    from schemas.expectations import METRICS_ROW, metric_between, metric_suite
+
+    suites = metric_suite("demo_metrics", ("rows", "bad_values"), (
+        metric_between("rows", "no rows", min_value=1),
+        metric_between("bad_values", "a value is bad", max_value=0),
+    ))
+    assert list(metrics_frame({"rows": np.int64(5)}).columns) == [METRICS_ROW, "rows"]
+    passed = validate_metrics({"rows": 5, "bad_values": 0}, suites, file_name="in.csv")
+    assert passed.success and not passed.issues
+    failed = validate_metrics({"rows": 987654, "bad_values": 31337}, suites, file_name="in.csv")
+    assert not failed.success and [issue.column for issue in failed.issues] == ["bad_values"]
+    line = failed.first_line()
+    assert line.startswith("in.csv") and "a value is bad" in line and "31337" not in line and "987654" not in line
+    assert any(check["column"] == "bad_values" and check["success"] is False for check in failed.checks)
+    missing = validate_metrics({"rows": 5}, suites, file_name="in.csv")
+    assert not missing.success and missing.issues[0].column == "bad_values"
+    assert "required column not found" in missing.first_line()
