@@ -15,7 +15,9 @@ data file of an Iceberg scan; ``pipelines/platform/sources.py``) it
   (``pipelines/ldp/blocks.py``: users per (mechanism, report), or RAPPOR bit sums, or users per
   bit vector);
 * writes its user ids, bucketed, for the duplicate check (``pipelines/platform/repeated_keys.py``);
-* fingerprints its file (``sources.fragment_fingerprint``).
+* fingerprints its file (``sources.fragment_fingerprint``, keyed: an HMAC under a key derived from
+  the lake's fingerprint key, so the operator record that keeps it cannot be used to test guesses
+  of the input).
 
 It returns rows of ``schemas.ldp.tables.ldp_input_summary_schema``: ``entry`` says what a row is — a partial count
 (:data:`COUNT`: ``key``, ``users``), a metric (:data:`METRIC`: ``code``, the value in ``users``,
@@ -87,7 +89,7 @@ class ReportReading:
     """The side value of :func:`read_report_fragment`: the file's columns for user id, mechanism and
     report; the catalog's names (sorted: a name's position is its code) and output sizes; how the
     good rows are counted (``counting``: ``reports``, ``bit_sums`` or ``bit_vectors``); where the
-    user ids go for the duplicate check."""
+    user ids go for the duplicate check; the key of the files' fingerprints."""
 
     user_column: str
     mechanism_column: str
@@ -98,6 +100,8 @@ class ReportReading:
     bits: int
     output_stride: int
     keys: KeyBuckets
+    fingerprint_key: bytes | None = None
+    """32 bytes: key material, kept out of pickled side values by the engines."""
 
     @property
     def bit_vectors(self) -> bool:
@@ -222,7 +226,7 @@ def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
         keys = pa.array([], pa.int64())
     write_key_buckets(keys, row_ids[present], side.keys, fragment.ordinal)
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "users": 0,
-                 "fingerprint": fragment_fingerprint(fragment)})
+                 "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
     schema = ldp_input_summary_schema(side.counting == "bit_vectors")
     summary = pa.Table.from_pylist(rows, schema=schema)
     if not good.any():

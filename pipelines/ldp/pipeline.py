@@ -27,6 +27,7 @@ local ε and the headline ε is the largest among the users (the weakest user's 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ from pipelines.ldp.input import (
 from pipelines.ldp.report_page import truth_summary
 from pipelines.ldp.validation import validate_ldp_metrics, validate_ldp_output
 from pipelines.platform.errors import InputError, PrivlakeError
+from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -163,7 +165,7 @@ def prepare_reports(context: ReleaseContext, plan: LdpPlan) -> PreparedReports:
 def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedReports, engine: Engine) -> ReleaseResult:
     with context.timer.stage("read and check input"):
         checked = read_reports_on_engine(context.config, plan.catalog, prepared, engine,
-                                         context.staging / "input" / "user-keys")
+                                         context.staging / "input" / "user-keys", input_fingerprint_key(context.lake))
     with context.timer.stage("estimate"):
         estimate, users = _estimate(context.config, plan.catalog, checked.counts)
     return _publish(context, plan.catalog, checked, estimate, users, engine.name)
@@ -186,10 +188,11 @@ def _counting(catalog: MechanismCatalog, method: str) -> str:
 
 
 def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepared: PreparedReports, engine: Engine,
-                           keys_folder: Any) -> CheckedReports:
+                           keys_folder: Any, fingerprint_key: bytes | None = None) -> CheckedReports:
     """Read, check, canonicalize and count the reports on the engine (``pipelines/ldp/engine_input.py``);
     then the duplicate check (``pipelines/platform/repeated_keys.py``) and the input gate on the
-    metrics. Raises the one-line error of the first failing row."""
+    metrics. Raises the one-line error of the first failing row. ``fingerprint_key`` (32 bytes)
+    keys the input's fingerprint (an unkeyed SHA-256 without it)."""
     settings = config.input
     fragments = prepared.fragments
     columns = settings.columns
@@ -199,6 +202,7 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         user_column=columns.user_id, mechanism_column=columns.mechanism, report_column=columns.report,
         mechanism_names=catalog.names, output_sizes=tuple(int(size) for size in catalog.output_sizes),
         counting=counting, bits=catalog.input_size, output_stride=int(catalog.output_sizes.max()), keys=buckets,
+        fingerprint_key=fingerprint_key,
     )
     text_keys = counting == "bit_vectors"
     summary = engine.persist(engine.map_fragments(fragments, read_report_fragment, ldp_input_summary_schema(text_keys), side))
@@ -222,16 +226,24 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
     finally:
         engine.unpersist(summary)
     fingerprint = input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True))
-    return CheckedReports(counts, validation, metrics["rows"], _reports_fingerprint(fingerprint, settings))
+    return CheckedReports(counts, validation, metrics["rows"], _reports_fingerprint(fingerprint, settings,
+                                                                                         fingerprint_key))
 
 
-def _reports_fingerprint(input_print: str, settings: LdpInput) -> str:
-    """The input's fingerprint (``sources.input_fingerprint``, computed per fragment on the engine)
-    with the catalog file and the column mapping."""
-    digest = hashlib.sha256(input_print.encode() + b"\0")
+def _reports_fingerprint(input_print: str, settings: LdpInput, key: bytes | None) -> str:
+    """The input's fingerprint (``sources.input_fingerprint`` over the per-fragment digests computed
+    on the engine) with the catalog file and the column mapping; an HMAC under ``key`` when given."""
+    digest = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
+    digest.update(input_print.encode() + b"\0")
     digest.update(settings.catalog.read_bytes() + b"\0")
     digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
-    return "sha256:" + digest.hexdigest()
+    return ("hmac-sha256:" if key is not None else "sha256:") + digest.hexdigest()
+
+
+def input_fingerprint_key(lake: Any) -> bytes:
+    """A 32-byte key for the ldp input's fingerprints, derived from the lake's fingerprint key (kept
+    outside the lake): 32 bytes, so the engines treat it as key material."""
+    return hmac.new(LakePolicy(lake).fingerprint_key(), b"privlake-ldp-input-fingerprint", hashlib.sha256).digest()
 
 
 def _first_failure(validation: Any, first_problem: dict[str, Any] | None, repeats: RepeatedKeys,

@@ -231,7 +231,10 @@ def test_all_krr_inv_m_uses_the_closed_form(tmp_path: Path) -> None:
     config_path = ldp_config(tmp_path, [{"type": "krr", "epsilon": [1.0, 3.0], "count": 3}], method="inv_m")
     config = load_config(config_path)
     simulate_ldp_reports(config)
-    manifest = run_ldp_release(config, release_id="krr-1").manifest
+    outcome = run_ldp_release(config, release_id="krr-1")
+    manifest = outcome.manifest
+    assert outcome.internal["input_fingerprint"].startswith("hmac-sha256:"), "keyed, operator-only"
+    assert "input_fingerprint" not in manifest
     mechanisms, ages, codes, reports = _simulated(config_path)
     users = np.bincount(codes, minlength=len(mechanisms))
     reference = krr_closed_form_estimate(np.array([m.epsilon for m in mechanisms]), LINE_SIZE,

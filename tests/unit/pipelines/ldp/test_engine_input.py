@@ -43,7 +43,7 @@ def write(path: Path, data: pd.DataFrame | pa.Table | str) -> Path:
 
 
 def check(tmp_path: Path, source: Path, catalog: dict = CATALOG, method: str = "gibu", columns: dict | None = None,
-          parallelism: int = 3) -> CheckedReports:
+          parallelism: int = 3, key: bytes | None = None) -> CheckedReports:
     catalog_path = tmp_path / "catalog.json"
     catalog_path.write_text(json.dumps(catalog))
     config = LdpConfig.model_validate({
@@ -53,7 +53,7 @@ def check(tmp_path: Path, source: Path, catalog: dict = CATALOG, method: str = "
     spec = listing_spec(config.input)
     prepared = PreparedReports(list_fragments(spec), str(source))
     return read_reports_on_engine(config, read_mechanism_catalog(catalog_path, config.secrets), prepared,
-                                  LocalEngine(parallelism=parallelism), tmp_path / "staging" / "keys")
+                                  LocalEngine(parallelism=parallelism), tmp_path / "staging" / "keys", key)
 
 
 def counts(checked: CheckedReports) -> dict:
@@ -264,3 +264,16 @@ def test_an_unsigned_report_beyond_int64_is_outside_the_alphabet(tmp_path: Path)
         check(tmp_path, source)
     assert_input_error(caught.value, source, "outside mechanism 'krr_a''s output alphabet 0..3", row=2,
                        column="report", hides=(str(2**64 - 1),))
+
+
+def test_the_input_fingerprint_is_keyed_and_does_not_depend_on_the_engine_split(tmp_path: Path) -> None:
+    folder = tmp_path / "reports"
+    several_files(folder, [good(range(0, 10)), good(range(10, 20)), good(range(20, 30))])
+    key = bytes(range(32))
+    keyed = {check(tmp_path, folder, parallelism=parallelism, key=key).fingerprint for parallelism in (1, 2, 5)}
+    assert len(keyed) == 1 and next(iter(keyed)).startswith("hmac-sha256:")
+    other_key = check(tmp_path, folder, key=bytes(32)).fingerprint
+    unkeyed = check(tmp_path, folder).fingerprint
+    assert unkeyed.startswith("sha256:") and len({next(iter(keyed)), other_key, unkeyed}) == 3
+    several_files(folder, [good(range(0, 10)), good(range(10, 20)), good(range(20, 30)).assign(report=0)])
+    assert check(tmp_path, folder, key=key).fingerprint not in keyed
