@@ -75,6 +75,24 @@ def assert_settled(lake_path: Path) -> None:
         assert lake.release_tables() == [tuple(release.table.split(".")) for release in lake.published_releases()]
 
 
+def killed_recovered_and_rerun(config: Path, lake_path: Path, release_id: str, point: str,
+                               refunded: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind's release killed at ``point``, then ``recover`` (refunding exactly ``refunded``), then
+    a rerun of the same id: everything settled after each, one publication, one published event."""
+    crashed = killed_run(config, release_id, point)
+    assert crashed.returncode == -signal.SIGKILL, (point, crashed.returncode, crashed.stderr[-500:])
+    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
+    time.sleep(LEASE * 1.5)  # the killed driver's lease expires
+    with Lake(lake_path) as opened:
+        assert recover(opened).refunded == refunded
+    assert_settled(lake_path)
+    assert main(["run", str(config), "--release-id", release_id]) == 0
+    assert_settled(lake_path)
+    with Lake(lake_path) as opened:
+        assert [release.release_id for release in opened.published_releases()] == [release_id]
+        assert (PrivacyLedger(opened).entries()["status"] == PUBLISHED).sum() == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("point", CROWD_POINTS)
 def test_a_release_killed_at_any_point_recovers_and_publishes_exactly_once(
@@ -195,18 +213,10 @@ def test_a_tabular_release_killed_at_any_of_its_stages_recovers(
 
     monkeypatch.setenv("PRIVLAKE_TEST_SECRET", "7ab1" * 16)
     config = tabular_case(tmp_path, synthesis={"omega": 4, "records": 200, "batch_size": 100})
-    lake = tmp_path / "lake"
-    crashed = killed_run(config, "crash-t", point)
-    assert crashed.returncode == -signal.SIGKILL, (point, crashed.returncode, crashed.stderr[-500:])
-    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
-    time.sleep(LEASE * 1.5)
     # tabular reserves once the split is known (after "split and stage"): nothing to refund before
     reserved_yet = TABULAR_POINTS.index(point) > TABULAR_POINTS.index("stage:split and stage")
-    with Lake(lake) as opened:
-        assert recover(opened).refunded == ([("census", "crash-t")] if reserved_yet else [])
-    assert_settled(lake)
-    assert main(["run", str(config), "--release-id", "crash-t"]) == 0
-    assert_settled(lake)
+    killed_recovered_and_rerun(config, tmp_path / "lake", "crash-t", point,
+                               [("census", "crash-t")] if reserved_yet else [], monkeypatch)
 
 
 def test_a_publish_in_flight_is_never_taken_for_orphan_files(tmp_path: Path, claims_csv: Path,

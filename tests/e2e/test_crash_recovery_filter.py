@@ -4,19 +4,14 @@ stages, then ``recover``, then a rerun of the same id that publishes exactly onc
 
 from __future__ import annotations
 
-import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
 from pipelines.filter.pipeline import train_encoder, train_filters
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
-from pipelines.platform.ledger import PUBLISHED, PrivacyLedger
-from pipelines.platform.recovery import LEASE_SECONDS_VARIABLE, recover
-from tests.e2e.test_crash_recovery import LEASE, assert_settled, killed_run
+from tests.e2e.test_crash_recovery import killed_recovered_and_rerun
 from tests.e2e.test_filter_release import SECRET_HEX, filter_case
 
 FILTER_POINTS = [
@@ -38,17 +33,8 @@ def test_a_filter_release_killed_at_any_of_its_stages_recovers(
     config = load_config(config_path)
     train_encoder(config)
     train_filters(config)
-    crashed = killed_run(config_path, "crash-f", point)
-    assert crashed.returncode == -signal.SIGKILL, (point, crashed.returncode, crashed.stderr[-500:])
-    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
-    time.sleep(LEASE * 1.5)
     reserved_yet = FILTER_POINTS.index(point) >= FILTER_POINTS.index(RESERVED_FROM)
+    killed_recovered_and_rerun(config_path, Path(config.lake), "crash-f", point,
+                               [("people", "crash-f")] if reserved_yet else [], monkeypatch)
     with Lake(config.lake) as opened:
-        assert recover(opened).refunded == ([("people", "crash-f")] if reserved_yet else [])
-    assert_settled(Path(config.lake))
-    assert main(["run", str(config_path), "--release-id", "crash-f"]) == 0
-    assert_settled(Path(config.lake))
-    with Lake(config.lake) as opened:
-        assert [release.release_id for release in opened.published_releases()] == ["crash-f"]
-        assert (PrivacyLedger(opened).entries()["status"] == PUBLISHED).sum() == 1
         assert opened.read_release("crash-f").num_rows == opened.manifest("crash-f")["rows"] == 600

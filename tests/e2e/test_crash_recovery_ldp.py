@@ -5,20 +5,15 @@ id that publishes exactly once."""
 
 from __future__ import annotations
 
-import signal
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.cli import main
 from pipelines.ldp.simulation import simulate_ldp_reports
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
-from pipelines.platform.ledger import PUBLISHED, PrivacyLedger
-from pipelines.platform.recovery import LEASE_SECONDS_VARIABLE, recover
-from tests.e2e.test_crash_recovery import LEASE, assert_settled, killed_run
+from tests.e2e.test_crash_recovery import killed_recovered_and_rerun
 from tests.e2e.test_ldp_release import MIXED, ldp_config
 
 LDP_POINTS = [
@@ -45,18 +40,9 @@ def test_an_ldp_release_killed_at_any_of_its_stages_recovers(
         pq.write_table(part, tmp_path / "reports" / f"part={number}" / "data.parquet")
     config_path.write_text(config_path.read_text().replace(str(tmp_path / "reports.parquet"), str(tmp_path / "reports")))
     config = load_config(config_path)
-    crashed = killed_run(config_path, "crash-l", point)
-    assert crashed.returncode == -signal.SIGKILL, (point, crashed.returncode, crashed.stderr[-500:])
-    monkeypatch.setenv(LEASE_SECONDS_VARIABLE, str(LEASE))
-    time.sleep(LEASE * 1.5)
     reserved_yet = LDP_POINTS.index(point) >= LDP_POINTS.index(RESERVED_FROM)
+    killed_recovered_and_rerun(config_path, Path(config.lake), "crash-l", point,
+                               [("ages", "crash-l")] if reserved_yet else [], monkeypatch)
     with Lake(config.lake) as opened:
-        assert recover(opened).refunded == ([("ages", "crash-l")] if reserved_yet else [])
-    assert_settled(Path(config.lake))
-    assert main(["run", str(config_path), "--release-id", "crash-l"]) == 0
-    assert_settled(Path(config.lake))
-    with Lake(config.lake) as opened:
-        assert [release.release_id for release in opened.published_releases()] == ["crash-l"]
-        assert (PrivacyLedger(opened).entries()["status"] == PUBLISHED).sum() == 1
         # every user of both partitions counted once
         assert sum(entry["users"] for entry in opened.manifest("crash-l")["mechanism_mix"]) == reports.num_rows
