@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 # One thread per BLAS/OpenMP pool: a reduction split over another number of threads rounds
 # differently, and the suite must give the same figures on every machine.
 TEST_THREADS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEXPR_NUM_THREADS=1
-# The fast suite: unit tests and the margin check, no engine, no reproduction run (about 20 s).
+# The fast suite: unit tests and the margin check, no engine, no reproduction run (about 75 s).
 FAST_TESTS := tests/unit tests/reproduction/test_margins.py -m "not slow and not spark and not beam and not cluster"
 
 .PHONY: install release test test-fast test-scale test-integration test-scheduling margins lint bench clean demo-data system-deps
