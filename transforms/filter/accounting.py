@@ -75,8 +75,16 @@ def filter_sensitivity(latent_filter: LinearLatentFilter) -> float:
     return label_sensitivity(latent_filter)
 
 
+def _check_sensitivity(sensitivity: float) -> None:
+    """A NaN sensitivity (an overflowed computation) would state ε ≈ 0: refused where ``s`` enters
+    a formula."""
+    if math.isnan(sensitivity) or sensitivity < 0:
+        raise ValueError("the sensitivity must be a non-negative number (not NaN)")
+
+
 def renyi_epsilon_of_sensitivity(sensitivity: float, orders: Iterable[float] = DEFAULT_ORDERS) -> dict[float, float]:
     """``ε(α) = (α/2)·s²`` for every order ``α > 1`` (``∞`` when ``s = ∞``)."""
+    _check_sensitivity(sensitivity)
     result: dict[float, float] = {}
     for order in orders:
         if not order > 1:
@@ -140,8 +148,7 @@ def gaussian_exact_epsilon(sensitivity: float, delta: float, iterations: int = 2
     ``sensitivity`` (bisection on the decreasing ``δ(ε)``, returning the upper end)."""
     if not 0 < delta < 1:
         raise ValueError("delta must be in (0, 1)")
-    if math.isnan(sensitivity) or sensitivity < 0:
-        raise ValueError("the sensitivity must be a non-negative number (not NaN)")
+    _check_sensitivity(sensitivity)
     if math.isinf(sensitivity):
         return math.inf
     if gaussian_delta(sensitivity, 0.0) <= delta:
@@ -167,8 +174,6 @@ def sensitivity_privacy_summary(
     """JSON-ready label privacy of a Gaussian label shift with Mahalanobis sensitivity ``s``:
     ``epsilon_rdp`` per order (keys are the orders as text; ``None`` for ``∞``), the converted
     ``(ε, δ)`` and its order, and the exact Gaussian ``ε``."""
-    if math.isnan(sensitivity) or sensitivity < 0:
-        raise ValueError("the sensitivity must be a non-negative number (not NaN)")
     renyi = renyi_epsilon_of_sensitivity(sensitivity, orders)
     epsilon, order = renyi_to_approximate_dp(renyi, delta, conversion)
     try:

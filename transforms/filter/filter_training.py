@@ -107,7 +107,7 @@ def train_latent_filter(
     """Train ``(A, B)`` min-max against an adversary and with a utility classifier, under ``D ≤ b``
     (and, with ``max_sensitivity``, as ``(A, C)`` with ``B = A·C`` under ``s_C ≤ cap``).
 
-    Inputs are the frozen encoder's posterior parameters of the records (``vae.encode_latents``)
+    Inputs are the frozen encoder's posterior parameters of the records (``inference.encode_latents``)
     and their label codes. ``rng`` is a keyed generator; it draws the held-out split and the seed
     of the torch generator that makes every other draw.
     """

@@ -152,11 +152,8 @@ class ParsedArtifact:
 
     header: dict[str, Any]
     architecture: VaeArchitecture
+    feature_spec: FeatureSpec
     tensors: dict[str, np.ndarray]
-
-    @property
-    def feature_spec(self) -> FeatureSpec:
-        return FeatureSpec.model_validate(self.header["feature_spec"])
 
     def weights(self) -> VaeWeights:
         return VaeWeights.from_state(self.architecture, self.tensors)
@@ -179,7 +176,8 @@ def parse_artifact(data: bytes) -> ParsedArtifact:
         raise ValueError(f"unsupported VAE artifact format version {header.get('format_version')!r}")
     position += header_length
     architecture = VaeArchitecture.from_dict(header["architecture"])
-    if feature_layout(FeatureSpec.model_validate(header["feature_spec"])) != architecture.layout:
+    feature_spec = FeatureSpec.model_validate(header["feature_spec"])
+    if feature_layout(feature_spec) != architecture.layout:
         raise ValueError("the model's feature layout does not match the feature spec")
     expected = architecture.tensor_shapes()
     if [entry["name"] for entry in header["tensors"]] != list(expected):
@@ -192,7 +190,7 @@ def parse_artifact(data: bytes) -> ParsedArtifact:
         if shape != expected[entry["name"]] or len(blob) != 4 * math.prod(shape):
             raise ValueError(f"tensor {entry['name']!r} has the wrong shape or length")
         tensors[entry["name"]] = np.frombuffer(blob, dtype="<f4").reshape(shape).astype(np.float32)
-    return ParsedArtifact(header, architecture, tensors)
+    return ParsedArtifact(header, architecture, feature_spec, tensors)
 
 
 def _perceptron(layers: tuple[tuple[np.ndarray, np.ndarray], ...], block: np.ndarray) -> np.ndarray:

@@ -314,12 +314,11 @@ class VaeArtifact:
         model = VariationalAutoencoder(parsed.architecture, torch.Generator().manual_seed(0))
         model.load_state_dict({name: torch.from_numpy(array.copy()) for name, array in parsed.tensors.items()})
         model.eval()
-        header = parsed.header
         return cls(
             model=model,
-            feature_spec=FeatureSpec.model_validate(header["feature_spec"]),
-            data_fingerprint=header["data_fingerprint"],
-            training=header["training"],
+            feature_spec=parsed.feature_spec,
+            data_fingerprint=parsed.header["data_fingerprint"],
+            training=parsed.header["training"],
         )
 
 
