@@ -254,15 +254,7 @@ def read_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:
         else:
             if reading.path.stat().st_size == 0:
                 raise InputError(name, "empty file: no header and no rows")
-            frame = pd.read_csv(
-                reading.path,
-                header=0 if reading.header else None,
-                names=None if reading.header else list(names),
-                dtype=str,
-                keep_default_na=False,
-                skipinitialspace=True,
-                index_col=False,
-            )
+            frame = read_text_csv(reading.path, reading.header, names)
     except InputError:
         raise
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError, pa.ArrowException) as error:
@@ -271,6 +263,21 @@ def read_table(reading: TableReading, names: Sequence[str]) -> pd.DataFrame:
         raise csv_problem(reading.path, error, header=reading.header) from None
     frame.columns = [str(column).strip() for column in frame.columns]
     return frame
+
+
+def read_text_csv(source: Any, header: bool, names: Sequence[str]) -> pd.DataFrame:
+    """A CSV (a path or an open binary file) as tabular and filter tables read it: every field as
+    text, nothing turned into a null yet, spaces after a separator dropped; without a ``header`` row
+    the columns are ``names`` in order. Parser errors propagate (the caller words them)."""
+    return pd.read_csv(
+        source,
+        header=0 if header else None,
+        names=None if header else list(names),
+        dtype=str,
+        keep_default_na=False,
+        skipinitialspace=True,
+        index_col=False,
+    )
 
 
 def apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:

@@ -382,6 +382,10 @@ class ReleaseKind:
     summary: Callable[[dict[str, Any]], str]
     show_keys: tuple[str, ...] = ()
     draws_randomness: bool = True
+    reserves_on_engine: bool = False
+    """The kind reserves its charge in ``run_on_engine``, once the engine has counted what its
+    guarantee needs (the tabular kind's public record count), before anything private is computed
+    from the rows; the platform then checks the reservation after ``run_on_engine``."""
 
     def run(self, config: Any, **request: Any) -> ReleaseOutcome:
         """One release of this kind end to end: its id, status and manifest. ``request`` takes the
@@ -435,9 +439,11 @@ def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context
             prepared = kind.prepare(context, plan)
             with context.timer.stage("wait for engine"):
                 engine = wait_for_engine()
-            if not context.reserved:
+            if not context.reserved and not kind.reserves_on_engine:
                 raise RuntimeError(f"the {kind.name} release reserved no charge before running")
             result = kind.run_on_engine(context, plan, prepared, engine)
+            if not context.reserved:
+                raise RuntimeError(f"the {kind.name} release reserved no charge")
         return finish_release(context, result, kind.summary)
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(context.release_id, "published", context.lake.manifest(context.release_id),

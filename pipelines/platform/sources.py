@@ -68,17 +68,20 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from pipelines.engines import storage
 from pipelines.engines.storage import Location, Where
-from pipelines.platform.errors import InputError
+from pipelines.platform.errors import ConfigError, InputError
 from pipelines.platform.input import (
+    NULL_SPELLINGS,
     arrow_ragged_row,
     csv_problem,
     header_names,
     parquet_problem,
+    read_text_csv,
     text_convert_options,
 )
 from schemas.base import LakeLocation, LakeSetting
@@ -638,6 +641,79 @@ def _read_iceberg(fragment: Fragment, file_columns: list[str] | None) -> pa.Tabl
     except (pa.ArrowException, OSError) as error:
         raise parquet_problem(fragment.where, error) from None  # type: ignore[arg-type]
     return table.select(file_columns) if file_columns is not None else table
+
+
+# ---- text records (the tabular and filter kinds' reading) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class TextReading:
+    """How :func:`read_text_fragment` reads a fragment as records (what ``schemas.base.TableReading``
+    says of one file): a CSV as text with spaces after a separator dropped, with a header row or
+    (``header`` false) with ``names`` as its columns in order; ``recode`` maps spellings per column
+    first; then a CSV field that is blank or a null spelling (surrounding spaces dropped) is missing.
+    A Parquet or Iceberg fragment keeps its types and real nulls (``recode`` still applies)."""
+
+    header: bool = True
+    names: tuple[str, ...] = ()
+    recode: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    @classmethod
+    def of(cls, header: bool, names: Sequence[str], recode: Mapping[str, Mapping[str, str]]) -> TextReading:
+        return cls(bool(header), tuple(names),
+                   tuple((column, tuple(mapping.items())) for column, mapping in recode.items()))
+
+
+def read_text_fragment(fragment: Fragment, reading: TextReading) -> tuple[pd.DataFrame, np.ndarray]:
+    """The fragment's records as ``TableReading`` reads one file (:class:`TextReading`): a frame of
+    every column of the file, then its partition columns (text), and the rows' ``ROW_ID`` (int64,
+    as :func:`read_fragment` numbers them: the n-th data row of a CSV is the n-th row read, blank
+    lines skipped). Errors are one line naming the file (a CSV's row where the parser gives it)."""
+    partition = fragment.partition_values
+    if fragment.format == "csv":
+        frame = _read_text_csv(fragment, reading)
+        for column in partition:
+            if column in frame.columns:
+                raise InputError(fragment.name, "both a partition folder key and a column of the file", column=column)
+            frame[column] = partition[column]
+    else:
+        frame = read_fragment(fragment).drop(columns=[ROW_ID]).to_pandas()
+    rows = len(frame)
+    if rows > 1 << ROW_BITS:
+        raise InputError(fragment.name, f"holds {rows:,} rows; at most 2^{ROW_BITS} per file (split it)")
+    for column, mapping in reading.recode:
+        if column not in frame.columns:
+            raise ConfigError(f"recode: column {column!r} is not in {fragment.name}")
+        frame[column] = frame[column].replace(dict(mapping))
+    if fragment.format == "csv":
+        spellings = set(NULL_SPELLINGS)
+        for column in frame.columns:
+            if frame[column].dtype == object:
+                text = frame[column].astype(str).str.strip()
+                frame[column] = frame[column].where(~text.isin(spellings) | frame[column].isna(), None)
+    row_ids = np.arange(rows, dtype=np.int64) + (fragment.ordinal << ROW_BITS)
+    return frame, row_ids
+
+
+def _read_text_csv(fragment: Fragment, reading: TextReading) -> pd.DataFrame:
+    where = fragment.where
+    try:
+        if fragment.size == 0 or (isinstance(where, Path) and where.stat().st_size == 0):
+            raise InputError(fragment.name, "empty file: no header and no rows")
+        if isinstance(where, Path):
+            frame = read_text_csv(where, reading.header, reading.names)
+        else:
+            with storage.open_input(where) as handle:
+                frame = read_text_csv(handle, reading.header, reading.names)
+    except InputError:
+        raise
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError, pa.ArrowException) as error:
+        if isinstance(where, Path):
+            raise csv_problem(where, error, header=reading.header) from None
+        problem = csv_problem(where, error, header=reading.header)  # type: ignore[arg-type]
+        raise InputError(problem.file, problem.message) from None
+    frame.columns = [str(column).strip() for column in frame.columns]
+    return frame
 
 
 # ---- row identifiers ----------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from transforms.tabular.privacy_test import SeedIndex
 from transforms.tabular.release import TabularReleaseParameters, run_batch
 
 PART_SEEDS, PART_STRUCTURE, PART_PARAMETERS, PART_UNUSED = 0, 1, 2, 3
+PART_ALL = -1
+"""A counting pass over every record, whatever its part (the report's original marginals)."""
 
 
 def code_columns(attribute_count: int) -> list[str]:
@@ -68,7 +70,7 @@ class TablePass:
 
 def table_count_rows(frame: pd.DataFrame, side: TablePass) -> pd.DataFrame:
     """Sparse partial counts of every table of the pass over this batch's rows of the pass's part."""
-    rows = frame[frame["part"].to_numpy() == side.part]
+    rows = frame if side.part == PART_ALL else frame[frame["part"].to_numpy() == side.part]
     codes = frame_codes(rows, len(side.domain_sizes))
     cells, records = [], []
     for table, offset in zip(side.tables, side.offsets, strict=True):
@@ -96,9 +98,12 @@ def seed_key_rows(frame: pd.DataFrame, side: SeedKeySide) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class SynthesisSide:
-    """Everything a synthesis batch needs, shipped once per worker."""
+    """Everything a synthesis batch needs, shipped once per worker. ``seeds_codes`` ``None``: the
+    synthesis resamples every attribute (``omega = all``), so it reads only the seeds' number
+    (``seed_count``: a candidate's seed is drawn among them and then every value is resampled);
+    the seeds' values never travel."""
 
-    seeds_codes: np.ndarray
+    seeds_codes: np.ndarray | None
     seed_index: SeedIndex
     structure: NetworkStructure
     conditionals: ConditionalTables
@@ -106,6 +111,15 @@ class SynthesisSide:
     parameters: TabularReleaseParameters
     secret: bytes
     release_id: str
+    seed_count: int = 0
+
+    def seeds(self) -> np.ndarray:
+        """The seed matrix the synthesis draws from: the seeds' codes, or (``omega = all``) a
+        read-only view of zeros of the seeds' shape that costs no memory."""
+        if self.seeds_codes is not None:
+            return self.seeds_codes
+        width = len(self.structure.order)
+        return np.broadcast_to(np.zeros((1, width), dtype=np.int32), (self.seed_count, width))
 
 
 def synthesis_rows(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
@@ -113,9 +127,10 @@ def synthesis_rows(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
     position; candidates beyond the attempt cap are never examined."""
     parameters = side.parameters
     outputs = []
+    seeds = side.seeds()
     for batch in frame["batch"].to_numpy(np.int64).tolist():
         outcome = run_batch(
-            batch, side.seeds_codes, side.seed_index, side.structure, side.conditionals, side.schema,
+            batch, seeds, side.seed_index, side.structure, side.conditionals, side.schema,
             parameters, side.secret, side.release_id,
         )
         examined = min(parameters.batch_size, parameters.max_attempts - batch * parameters.batch_size)

@@ -5,10 +5,16 @@ Bindschaedler, Shokri, Gunter (VLDB 2017), learning in the style of PrivBayes (Z
 the mathematics is in ``transforms/tabular`` and ``transforms/tabular/release.py`` is the
 in-memory reference this pipeline must equal on every engine.
 
-1. Refuse early: the guarantee is computed from the config alone; the ledger reserves it.
-2. While the engine starts: read the schema and the records, encode them over the public domains
-   (one line naming file, row and column for any bad value), check the table is large enough for
-   the split and ``k``, split the positions with the keyed permutation, stage coded Parquet.
+1. Refuse early: the schema and the model's limits are checked from the config alone.
+2. While the engine starts: list the input (``sources.list_fragments``: a file, a folder with hive
+   partitions, a glob or an Iceberg snapshot, as fragments; metadata only, never a row). Then on
+   the engine (``pipelines/tabular/engine_input.py``), one task per fragment: read the records as
+   a file is read (CSV text, header or the schema's names, recode, null spellings), flag every bad
+   value by attribute and problem, encode and stage the codes with their ``ROW_ID``; the input
+   gate (Great Expectations) on the engine's metrics; a bad input is one line at its first bad
+   value (``first_row``: file, row, column). With the public record count ``n``: the guarantee
+   (it needs ``|DS|``) is reserved, then one task splits the positions ``0..n-1`` (``ROW_ID``
+   order) with the keyed permutation and the staged codes are read with their parts.
 3. Structure learning on ``DT``: per greedy step, one pass counts every candidate's tables
    (sparse partial tables per partition, summed exactly); the driver makes the
    exponential-mechanism choice.
@@ -22,7 +28,10 @@ in-memory reference this pipeline must equal on every engine.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,17 +43,27 @@ import pyarrow as pa
 from pipelines.engines import storage
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
+from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
     ReleaseResult,
     StageTimer,
 )
+from pipelines.platform.sources import (
+    ROW_ID,
+    SUFFIX_FORMATS,
+    Fragment,
+    TextReading,
+    input_fingerprint,
+    list_fragments,
+    row_error,
+)
 from pipelines.tabular.blocks import (
+    PART_ALL,
     PART_PARAMETERS,
     PART_SEEDS,
     PART_STRUCTURE,
-    PART_UNUSED,
     Cut,
     SeedKeySide,
     SynthesisSide,
@@ -56,15 +75,42 @@ from pipelines.tabular.blocks import (
     synthesis_rows,
     table_count_rows,
 )
-from pipelines.tabular.input import read_schema, read_tabular_records
-from pipelines.tabular.report_page import marginal_summaries
-from pipelines.tabular.validation import validate_tabular_output
-from schemas.tabular.config import TabularConfig
-from schemas.tabular.schema import CategoricalAttribute, TabularSchema
+from pipelines.tabular.engine_input import (
+    CLIPPED,
+    ROWS,
+    PartLookup,
+    RecordReading,
+    SampleReading,
+    SplitJob,
+    codes_file,
+    fragment_entries,
+    metric_entries,
+    part_rows,
+    problem_entries,
+    read_record_fragment,
+    sample_rows,
+    with_parts,
+    write_split,
+)
+from pipelines.tabular.input import read_schema
+from pipelines.tabular.report_page import MAX_ATTRIBUTES as MAX_REPORT_ATTRIBUTES
+from pipelines.tabular.report_page import marginal_summaries_from_tables
+from pipelines.tabular.validation import validate_tabular_metrics, validate_tabular_output
+from schemas.base import LakeLocation
+from schemas.tabular.config import TabularConfig, TabularInput
+from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema
+from schemas.tabular.tables import (
+    PROBLEM_ROWS_SCHEMA,
+    SPLIT_COUNTS_SCHEMA,
+    TABULAR_FRAGMENT_ROWS_SCHEMA,
+    TABULAR_METRICS_SCHEMA,
+    staged_codes_schema,
+    tabular_input_summary_schema,
+)
 from transforms.core.guarantee import choose_t
 from transforms.core.keyed_randomness import keyed_generator
-from transforms.tabular.data_split import DataSplit, minimum_record_count
-from transforms.tabular.encoding import domain_sizes
+from transforms.tabular.data_split import minimum_record_count, part_sizes
+from transforms.tabular.encoding import domain_sizes, problem_reason
 from transforms.tabular.guarantee import release_guarantee, split_total_epsilon
 from transforms.tabular.network_structure import NetworkStructure
 from transforms.tabular.parameter_learning import (
@@ -76,7 +122,6 @@ from transforms.tabular.release import (
     PURPOSE_PARAMETER_NOISE,
     PURPOSE_STRUCTURE,
     TabularReleaseParameters,
-    release_split,
 )
 from transforms.tabular.seed_synthesis import kept_and_resampled
 from transforms.tabular.structure_learning import (
@@ -87,7 +132,8 @@ from transforms.tabular.structure_learning import (
     validate_structure_constraints,
 )
 
-TABULAR_WORKER_MODULES = ("pipelines.tabular.blocks",)
+TABULAR_WORKER_MODULES = ("pipelines.tabular.blocks", "pipelines.tabular.engine_input")
+PURPOSE_EVALUATION_SAMPLE = "tabular-evaluation-sample"
 DEFAULT_ATTEMPTS_PER_RECORD = 20
 WHOLE_RELEASE_DELTA = 1e-6
 """δ of the whole-release statement when the configuration gives the parts with ``t`` (no ``delta``)."""
@@ -182,61 +228,129 @@ def guarantee_for(config: TabularConfig, plan: TabularPlan, parameters: TabularR
 
 @dataclass(frozen=True)
 class PreparedRecords:
-    staged: Path
-    codes: np.ndarray
-    frame: pd.DataFrame
-    split: DataSplit
-    parameters: TabularReleaseParameters
+    """What the driver knows of the records before the engine reads them: their fragments (file
+    names, sizes, scan tasks — metadata, never a row) and how error lines name the input."""
+
+    fragments: list[Fragment]
+    name: str
+
+
+@dataclass(frozen=True)
+class CheckedRecords:
+    """The records as the engine found them: their count, each fragment's first position (in
+    ``ROW_ID`` order), the staged codes' files, the values clipped per attribute, the input gate's
+    result on the engine's metrics and the input's keyed fingerprint."""
+
+    rows: int
+    offsets: tuple[int, ...]
+    files: list[Any]
     clipped: dict[str, int]
-    minimum_records: int
-    guarantee: dict[str, Any]
+    validation: Any
+    fingerprint: str
+
+
+def listing_spec(settings: TabularInput) -> TabularInput:
+    """The input as listed: a single file without a format and without a known suffix is CSV (a
+    tabular input's format always defaulted to CSV)."""
+    if settings.format is None and settings.path is not None and not any(
+        character in settings.path for character in "*?["
+    ) and os.path.isfile(settings.path) and os.path.splitext(settings.path)[1].lower() not in SUFFIX_FORMATS:
+        return settings.model_copy(update={"format": "csv"})
+    return settings
 
 
 def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecords:
-    """Read and encode the records, split them (keyed) into seeds, structure and parameter data,
-    reserve the guarantee (it needs the public ``|DS|``) before anything private is computed, and
-    stage the coded records for the engine."""
-    config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
-    schema, parts, omega = plan.schema, plan.parts, plan.omega
+    """While the engine starts: list the input (metadata only). The records are read, checked,
+    encoded and staged by the engine (``pipelines/tabular/engine_input.py``)."""
+    config = context.config
+    with context.timer.stage("list input"):
+        spec = listing_spec(config.input)
+        properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
+        fragments = list_fragments(spec, properties=properties)
+    return PreparedRecords(fragments, spec.path if spec.path is not None else f"table {spec.table}")
+
+
+def text_reading(config: TabularConfig, schema: TabularSchema) -> TextReading:
     settings = config.input
-    with timer.stage("read input"):
-        records = read_tabular_records(settings, schema)
-    codes = records.encoded.codes
-    record_count = codes.shape[0]
+    return TextReading.of(settings.header, schema.names, settings.recode)
+
+
+def input_fingerprint_key(lake: Any) -> bytes:
+    """A 32-byte key for the tabular input's fingerprints, derived from the lake's fingerprint key
+    (kept outside the lake): 32 bytes, so the engines treat it as key material."""
+    return hmac.new(LakePolicy(lake).fingerprint_key(), b"privlake-tabular-input-fingerprint", hashlib.sha256).digest()
+
+
+def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepared: PreparedRecords, engine: Engine,
+                           codes_folder: Any, fingerprint_key: bytes | None = None) -> CheckedRecords:
+    """Read, check, encode and stage the records on the engine (one task per fragment); the input
+    gate (Great Expectations) on the engine's metrics. Raises the one-line error of the first bad
+    value, as a read of one file names it: the first attribute (schema order) with a bad value,
+    its first problem (missing, then the wrong kind, then outside the bounds), its first row."""
+    fragments = prepared.fragments
+    side = RecordReading(schema, text_reading(config, schema), codes_folder, fingerprint_key)
+    summary = engine.persist(engine.map_fragments(fragments, read_record_fragment, tabular_input_summary_schema(), side))
+    try:
+        sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, TABULAR_METRICS_SCHEMA), "code", ["count"])
+        by_code = dict(zip(sums["code"].astype(int), sums["count"].astype(int), strict=True))
+        problems = sorted(code for code, count in by_code.items() if code != ROWS and code < CLIPPED and count > 0)
+        metrics = {"rows": by_code.get(ROWS, 0), "missing_values": 0, "values_not_in_domain": 0,
+                   "values_outside_bounds": 0}
+        for code in problems:
+            metrics[("missing_values", "values_not_in_domain", "values_outside_bounds")[code % 4 - 1]] += by_code[code]
+        validation = validate_tabular_metrics(metrics, prepared.name)
+        if not validation.success:
+            if not problems:
+                raise InputError(prepared.name, validation.issues[0].message)
+            code = problems[0]
+            first = engine.first_row(engine.map_batches(summary, problem_entries, PROBLEM_ROWS_SCHEMA, side=code), ROW_ID)
+            assert first is not None
+            attribute = schema.attributes[code // 4]
+            raise row_error(fragments, int(first[ROW_ID]), problem_reason(attribute, code % 4), column=attribute.name)
+        listed = engine.collect(engine.map_batches(summary, fragment_entries, TABULAR_FRAGMENT_ROWS_SCHEMA))
+    finally:
+        engine.unpersist(summary)
+    rows_of = dict(zip(listed["code"].astype(int), listed["count"].astype(int), strict=True))
+    offsets, total = [], 0
+    for fragment in fragments:
+        offsets.append(total)
+        total += rows_of[fragment.ordinal]
+    files = [codes_file(codes_folder, fragment.ordinal) for fragment in fragments if rows_of[fragment.ordinal]]
+    clipped = {attribute.name: by_code.get(CLIPPED + position, 0) for position, attribute in enumerate(schema.attributes)
+               if isinstance(attribute, NumericAttribute)}
+    prints = input_fingerprint(fragments, zip(listed["code"].astype(int), listed["fingerprint"], strict=True))
+    return CheckedRecords(total, tuple(offsets), files, clipped, validation,
+                          _records_fingerprint(prints, config, fingerprint_key))
+
+
+def _records_fingerprint(input_print: str, config: TabularConfig, key: bytes | None) -> str:
+    """The input's fingerprint (``sources.input_fingerprint`` over the per-fragment digests computed
+    on the engine) with the schema file and how the records are read; an HMAC under ``key``."""
+    settings = config.input
+    digest = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
+    digest.update(input_print.encode() + b"\0")
+    digest.update(settings.schema_path.read_bytes() + b"\0")
+    digest.update(repr((settings.header, sorted((column, sorted(mapping.items()))
+                                                 for column, mapping in settings.recode.items()))).encode())
+    return ("hmac-sha256:" if key is not None else "sha256:") + digest.hexdigest()
+
+
+def release_parameters(config: TabularConfig, plan: TabularPlan, record_count: int) -> TabularReleaseParameters:
     split_fractions = config.split
-    needed = minimum_record_count(config.privacy.k, split_fractions.seeds, split_fractions.structure,
-                                  split_fractions.parameters)
-    if record_count < needed:
-        raise InputError(
-            str(settings.path),
-            f"the table has {record_count} records; the split (seeds {split_fractions.seeds}) and "
-            f"k = {config.privacy.k} need at least {needed}",
-        )
     target = config.synthesis.records or record_count
-    parameters = TabularReleaseParameters(
+    return TabularReleaseParameters(
         seed_fraction=split_fractions.seeds,
         structure_fraction=split_fractions.structure,
         parameter_fraction=split_fractions.parameters,
-        epsilon_parameters=parts.epsilon_parameters,
+        epsilon_parameters=plan.parts.epsilon_parameters,
         dirichlet_alpha=config.model.dirichlet_alpha,
-        omega=omega,
+        omega=plan.omega,
         k=config.privacy.k,
-        epsilon0=parts.epsilon0,
+        epsilon0=plan.parts.epsilon0,
         max_attempts=config.synthesis.max_attempts or DEFAULT_ATTEMPTS_PER_RECORD * target,
         batch_size=config.synthesis.batch_size,
         target_records=target,
     )
-    with timer.stage("split and stage"):
-        split = release_split(record_count, parameters, secret, release_id)
-        guarantee = guarantee_for(config, plan, parameters, int(split.seeds.size))
-        context.reserve(guarantee)
-        part = np.full(record_count, PART_UNUSED, dtype=np.int8)
-        part[split.seeds], part[split.structure], part[split.parameters] = PART_SEEDS, PART_STRUCTURE, PART_PARAMETERS
-        columns = {name: codes[:, index] for index, name in enumerate(code_columns(codes.shape[1]))}
-        table = pa.table({**columns, "part": part}, schema=staged_schema(codes.shape[1]))
-        staged = storage.write_table(table, context.staging / "input" / "records.parquet", row_group_size=1 << 20)
-    return PreparedRecords(staged, codes, records.frame, split, parameters, records.encoded.clipped, needed,
-                           guarantee)
 
 
 def _count_tables(engine: Engine, records: Collection, part: int, sizes: tuple[int, ...],
@@ -275,9 +389,11 @@ def learn_structure_on_engine(engine: Engine, records: Collection, sizes: tuple[
     return NetworkStructure(order=tuple(placed), parents=tuple(parents))
 
 
-def _seed_index(engine: Engine, records: Collection, seeds_codes: np.ndarray, structure: NetworkStructure,
+def _seed_index(engine: Engine, records: Collection, seeds_codes: np.ndarray | None, structure: NetworkStructure,
                 omega: int, sizes: tuple[int, ...]) -> SeedIndex:
     if not SeedIndex.fits_one_key(structure, omega, sizes):
+        if seeds_codes is None:
+            seeds_codes = seeds_on_driver(engine, records, len(sizes))
         return SeedIndex.build(seeds_codes, structure, omega, sizes)
     kept, _ = kept_and_resampled(structure, omega)
     schema = pa.schema([pa.field("seed_key", pa.int64(), nullable=False), pa.field("seeds", pa.int64(), nullable=False)])
@@ -351,17 +467,119 @@ def _synthesize(engine: Engine, side: SynthesisSide, schema: TabularSchema, time
     return SynthesisResult(rounds, cut, attempts, passed, next_batch)
 
 
+@dataclass(frozen=True)
+class StagedRecords:
+    """The encoded records on the engine, each with its part of the split, and the split's sizes."""
+
+    records: Collection
+    part_sizes: tuple[int, int, int]
+    parts: PartLookup
+
+
+def stage_split(context: ReleaseContext, engine: Engine, checked: CheckedRecords,
+                parameters: TabularReleaseParameters, attribute_count: int) -> StagedRecords:
+    """The split of the record positions (a keyed permutation of ``0..n-1``, positions in ``ROW_ID``
+    order) computed in one engine task and written as one byte per position; the staged codes then
+    read with each record's part."""
+    fractions = (parameters.seed_fraction, parameters.structure_fraction, parameters.parameter_fraction)
+    parts_file = context.staging / "input" / "parts.bin"
+    job = SplitJob(checked.rows, fractions, context.secret, context.release_id, parts_file)
+    one = engine.from_pandas(pd.DataFrame({"task": np.zeros(1, dtype=np.int64)}),
+                             pa.schema([pa.field("task", pa.int64(), nullable=False)]))
+    counts = engine.collect(engine.map_batches(one, write_split, SPLIT_COUNTS_SCHEMA, side=job))
+    by_part = dict(zip(counts["part"].astype(int), counts["records"].astype(int), strict=True))
+    lookup = PartLookup(parts_file, checked.offsets)
+    staged = engine.read_parquet(checked.files, staged_codes_schema(attribute_count))
+    records = engine.persist(engine.map_batches(staged, with_parts, records_schema(attribute_count), side=lookup))
+    sizes = (by_part.get(PART_SEEDS, 0), by_part.get(PART_STRUCTURE, 0), by_part.get(PART_PARAMETERS, 0))
+    return StagedRecords(records, sizes, lookup)
+
+
+def seeds_on_driver(engine: Engine, records: Collection, attribute_count: int) -> np.ndarray:
+    """The seeds' codes in position (``ROW_ID``) order: for ``omega < all``, whose synthesis keeps
+    attributes from the seeds (``omega = all`` needs only their number)."""
+    seeds = engine.collect(engine.map_batches(records, part_rows, staged_codes_schema(attribute_count), side=PART_SEEDS))
+    seeds = seeds.sort_values(ROW_ID, kind="stable")
+    return seeds[code_columns(attribute_count)].to_numpy(dtype=np.int32)
+
+
+def evaluation_sample(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords, checked: CheckedRecords,
+                      staged: StagedRecords, engine: Engine) -> tuple[pd.DataFrame, np.ndarray]:
+    """The evaluation's records read again on the engine, at most ``evaluation.sample_records`` of
+    them (all when the input has no more; beyond, a keyed sample of positions): their typed
+    values (the evaluation's classifiers train on them) and the seeds' codes among them, in
+    position order. The driver holds the sample only."""
+    config, schema = context.config, plan.schema
+    cap = config.evaluation.sample_records
+    n = checked.rows
+    if n <= cap:
+        positions = np.arange(n, dtype=np.int64)
+    else:
+        rng = keyed_generator(context.secret, context.release_id, PURPOSE_EVALUATION_SAMPLE, 0)
+        positions = np.sort(rng.choice(n, size=cap, replace=False)).astype(np.int64)
+    side = SampleReading(schema, text_reading(config, schema), checked.offsets, positions, staged.parts)
+    chosen = [fragment for fragment, start, end in zip(
+        prepared.fragments, checked.offsets, (*checked.offsets[1:], n), strict=True)
+        if np.searchsorted(positions, start) < np.searchsorted(positions, end)]
+    attribute_count = len(schema.attributes)
+    sampled = engine.collect(engine.map_fragments(chosen, sample_rows, sample_schema(schema), side))
+    sampled = sampled.sort_values(ROW_ID, kind="stable").reset_index(drop=True)
+    training = typed_columns(sampled, schema)
+    seeds = sampled.loc[sampled["part"].to_numpy() == PART_SEEDS, code_columns(attribute_count)].to_numpy(np.int32)
+    return training, seeds
+
+
+def typed_columns(frame: pd.DataFrame, schema: TabularSchema) -> pd.DataFrame:
+    return pd.DataFrame({name: frame[name].to_numpy() for name in schema.names})
+
+
+def sample_schema(schema: TabularSchema) -> pa.Schema:
+    return pa.schema([*output_schema(schema), *records_schema(len(schema.attributes))])
+
+
+def records_schema(attribute_count: int) -> pa.Schema:
+    return pa.schema([*staged_schema(attribute_count), pa.field(ROW_ID, pa.int64(), nullable=False)])
+
+
+def original_tables(engine: Engine, records: Collection, sizes: tuple[int, ...]) -> dict[tuple[int, ...], np.ndarray]:
+    """Every attribute's one-way and every pair's two-way counts over all records (the report's
+    original marginals and associations), counted on the engine."""
+    shown = range(min(len(sizes), MAX_REPORT_ATTRIBUTES))
+    tables = [(a,) for a in shown] + [(a, b) for a in shown for b in shown if a < b]
+    return _count_tables(engine, records, PART_ALL, sizes, tables)
+
+
 def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords,
                   engine: Engine) -> ReleaseResult:
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
-    schema, parts, omega = plan.schema, plan.parts, plan.omega
+    schema, omega = plan.schema, plan.omega
+    parts = plan.parts
     sizes = domain_sizes(schema)
-    parameters = prepared.parameters
-    split = prepared.split
-    records = engine.persist(engine.read_parquet([prepared.staged], staged_schema(len(sizes))))
+    with timer.stage("read input"):
+        checked = read_records_on_engine(config, schema, prepared, engine, context.staging / "input" / "codes",
+                                         input_fingerprint_key(context.lake))
+    record_count = checked.rows
+    split_fractions = config.split
+    needed = minimum_record_count(config.privacy.k, split_fractions.seeds, split_fractions.structure,
+                                  split_fractions.parameters)
+    if record_count < needed:
+        raise InputError(
+            prepared.name,
+            f"the table has {record_count} records; the split (seeds {split_fractions.seeds}) and "
+            f"k = {config.privacy.k} need at least {needed}",
+        )
+    parameters = release_parameters(config, plan, record_count)
+    seed_count = part_sizes(record_count, parameters.seed_fraction, parameters.structure_fraction,
+                            parameters.parameter_fraction)[0]
+    with timer.stage("split and stage"):
+        guarantee = guarantee_for(config, plan, parameters, seed_count)
+        context.reserve(guarantee)
+        staged = stage_split(context, engine, checked, parameters, len(sizes))
+    records = staged.records
+    split_sizes = staged.part_sizes
     with timer.stage("structure learning"):
         structure = learn_structure_on_engine(
-            engine, records, sizes, int(split.structure.size), config, parts.epsilon_structure,
+            engine, records, sizes, split_sizes[1], config, parts.epsilon_structure,
             keyed_generator(secret, release_id, PURPOSE_STRUCTURE, 0), timer,
         )
     with timer.stage("parameter learning"):
@@ -371,11 +589,12 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             parameters.epsilon_parameters, parameters.dirichlet_alpha,
             keyed_generator(secret, release_id, PURPOSE_PARAMETER_NOISE, 0),
         )
-    seeds_codes = prepared.codes[split.seeds]
+    seeds_codes = None if omega == len(sizes) else seeds_on_driver(engine, records, len(sizes))
     with timer.stage("seed index"):
         index = _seed_index(engine, records, seeds_codes, structure, omega, sizes)
-    engine.unpersist(records)
-    side = SynthesisSide(seeds_codes, index, structure, conditionals, schema, parameters, secret, release_id)
+    originals = original_tables(engine, records, sizes)
+    side = SynthesisSide(seeds_codes, index, structure, conditionals, schema, parameters, secret, release_id,
+                         seed_count=split_sizes[0])
     with timer.stage("synthesize"):
         result = _synthesize(engine, side, schema, timer)
     out_schema = output_schema(schema)
@@ -390,13 +609,15 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
         )
         output_validation = validate_tabular_output(released_frame, schema, result.passed)
-    guarantee = prepared.guarantee
     evaluation = {}
     if config.evaluation.holdout is not None and len(released_frame):  # nothing released: nothing to evaluate
         with timer.stage("evaluate"):
             from pipelines.tabular.report import evaluation_report
 
-            evaluation = evaluation_report(config, schema, released_frame, prepared.frame, seeds_codes, secret, release_id)
+            training, sampled_seeds = evaluation_sample(context, plan, prepared, checked, staged, engine)
+            evaluation = evaluation_report(config, schema, released_frame, training, sampled_seeds, secret, release_id)
+            evaluation["input_records_read"] = int(len(training))
+    engine.unpersist(records)
     manifest: dict[str, Any] = {
         **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
@@ -407,8 +628,8 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         "rows": int(len(released_frame)),
         "target_records": int(parameters.target_records or 0),
         "omega": omega,
-        "split": {"seeds": int(split.seeds.size), "structure": int(split.structure.size),
-                  "parameters": int(split.parameters.size)},
+        "split": {"seeds": int(split_sizes[0]), "structure": int(split_sizes[1]),
+                  "parameters": int(split_sizes[2])},
         "network": {**structure.to_json(), "attribute_names": list(schema.names)},
         "engine": engine.name,
         "validation": {"output": output_validation.to_json()},
@@ -416,12 +637,13 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
     }
     internal = {
         "note": "computed from the raw records: operator figures outside the release's guarantee",
-        "input_rows": int(prepared.codes.shape[0]),
+        "input_rows": int(record_count),
+        "input_fingerprint": checked.fingerprint,
         "reached_target": bool(result.passed >= int(parameters.target_records or 0)),
         "candidate_attempts": int(result.attempts),
         "pass_rate": result.passed / result.attempts if result.attempts else None,
         "batches": int(result.batches),
-        "clipped_values": prepared.clipped,
+        "clipped_values": checked.clipped,
         "validation": {
             "input": {
                 "success": True,
@@ -429,14 +651,17 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
                     "columns are exactly the schema's attributes",
                     "no missing values",
                     "every value inside its attribute's public domain (categories, bounds), or clipped as the schema allows",
-                    f"at least {prepared.minimum_records} records for the split and k",
+                    f"at least {needed} records for the split and k",
                 ],
-                "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
+                "note": "checked on the engine while encoding (Great Expectations on the engine's metrics); any "
+                        "failure stops the release with one line naming file, row and column",
+                "metrics": checked.validation.to_json(),
             },
         },
         "evaluation": evaluation,
         # `privlake report`: marginals and associations of the original and released records (shares, not rows)
-        "report": marginal_summaries(schema, prepared.codes, released_frame) if len(released_frame) else {},
+        "report": marginal_summaries_from_tables(schema, originals, record_count, released_frame)
+        if len(released_frame) else {},
     }
     return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)
@@ -458,6 +683,7 @@ KIND = ReleaseKind(
     run_on_engine=run_on_engine,
     summary=summary_line,
     show_keys=("omega", "target_records"),
+    reserves_on_engine=True,
 )
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from pipelines.platform.validation import ValidationResult, run_suites
-from schemas.tabular.expectations import tabular_output_suites
+from pipelines.platform.validation import ValidationResult, run_suites, validate_metrics
+from schemas.tabular.expectations import tabular_input_metric_suites, tabular_output_suites
+
+
+def validate_tabular_metrics(metrics: Mapping[str, Any], file_name: str) -> ValidationResult:
+    """Check the metrics the engine computed over the records (``schemas/tabular/expectations.py``,
+    ``TABULAR_INPUT_METRICS``): rows, missing values, values outside their public domain."""
+    return validate_metrics(metrics, tabular_input_metric_suites(), "input", file_name)
 
 
 def validate_tabular_output(released: pd.DataFrame, schema: Any, rows: int) -> ValidationResult:

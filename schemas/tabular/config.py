@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.base import EngineSettings, LakeSetting, StrictModel, TableReading, refuse_budget_key
+from schemas.sources import SourceSpec
 
 # Upper bounds of the size parameters (issue 14: an absurd size fails on load, naming its key,
 # instead of late with MemoryError).
@@ -26,7 +27,21 @@ MAX_DOMAIN_SIZE = 1 << 20
 """The most codes (categories or bins) of one attribute of the schema file (checked on reading it)."""
 
 
-class TabularInput(TableReading):
+MAX_EVALUATION_SAMPLE = 10_000_000
+"""The most input records the evaluation may read on the driver (``evaluation.sample_records``)."""
+
+
+class TabularInput(SourceSpec):
+    """Where the records are (``schemas/sources.py``): ``path`` — one file, a folder of files (hive
+    partition folders such as ``day=2026-12-01/`` become columns, which the schema may name) or a
+    glob — or an Iceberg ``table`` of ``lake`` at ``snapshot_id`` with ``row_filter``; read where
+    they live, by the engine, as ``TableReading`` reads a file: a CSV with a header row or
+    (``header: false``) with the schema's attributes as its columns in order; ``recode`` maps
+    spellings to the schema's categories per column. ``format`` is inferred from the files'
+    suffixes; a file without a known suffix is CSV (the format a tabular input always defaulted to)."""
+
+    header: bool = True
+    recode: dict[str, dict[str, str]] = {}
     schema_path: Path = Field(alias="schema", description="the schema file: attributes and public domains")
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
@@ -114,6 +129,11 @@ class TabularEvaluation(StrictModel):
     target_column: str | None = None
     positive_values: list[str] = Field(default_factory=list, description="target values counted as positive")
     positive_above: float | None = Field(None, description="numeric target: positive when above this")
+    sample_records: int = Field(
+        100_000, ge=1, le=MAX_EVALUATION_SAMPLE,
+        description="the most input records the evaluation reads on the driver (a keyed sample beyond it); "
+        "at most 10^7",
+    )
 
     @model_validator(mode="after")
     def _target(self) -> TabularEvaluation:

@@ -4,7 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schemas.expectations import INTEGER_DTYPES, ExpectationSpec, ExpectationSuiteSpec, spec
+from schemas.expectations import (
+    INTEGER_DTYPES,
+    ExpectationSpec,
+    ExpectationSuiteSpec,
+    metric_between,
+    metric_suite,
+    spec,
+)
+
+TABULAR_INPUT_METRICS = ("rows", "missing_values", "values_not_in_domain", "values_outside_bounds")
+"""The metrics the engine computes over a tabular input (``pipelines/tabular/engine_input.py``)."""
+
+
+def tabular_input_metric_suites() -> list[ExpectationSuiteSpec]:
+    """The tabular input gate on the engine's metrics (issue 15): at least one record; no missing
+    value; every category in its list and every numeric value a number; every number inside its
+    bounds (an attribute that clips has none outside). A failing check is reported at the first bad
+    value the engine found (``first_row``)."""
+    return metric_suite("tabular_input_metrics", TABULAR_INPUT_METRICS, (
+        metric_between("rows", "no rows (empty table)", min_value=1),
+        metric_between("missing_values", "missing value (blank or a null spelling)", max_value=0),
+        metric_between("values_not_in_domain", "value is not in its attribute's public domain", max_value=0),
+        metric_between("values_outside_bounds", "value is outside its attribute's bounds", max_value=0),
+    ))
 
 
 def tabular_output_suites(

@@ -98,3 +98,31 @@ def minimum_record_count(
         needed = max(needed, math.ceil(count / exact))
     part_sizes(needed, seed_fraction, structure_fraction, parameter_fraction)
     return needed
+
+
+PART_OF_SEEDS, PART_OF_STRUCTURE, PART_OF_PARAMETERS, PART_OF_NONE = 0, 1, 2, 3
+
+
+def split_parts(
+    record_count: int,
+    seed_fraction: float,
+    structure_fraction: float,
+    parameter_fraction: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The part of every position (int8: 0 seeds, 1 structure, 2 parameters, 3 unused) of exactly
+    the split :func:`split_positions` makes with the same ``rng``, in 5 bytes per record instead
+    of 40: ``Generator.permutation(n)`` shuffles ``arange(n)`` with draws that do not depend on the
+    array's type, so an int32 (or int64 above 2^31 records) array shuffled in place is the same
+    permutation."""
+    seeds, structure, parameters = part_sizes(
+        record_count, seed_fraction, structure_fraction, parameter_fraction
+    )
+    count = int(record_count)
+    permutation = np.arange(count, dtype=np.int32 if count < 2**31 else np.int64)
+    rng.shuffle(permutation)
+    parts = np.full(count, PART_OF_NONE, dtype=np.int8)
+    parts[permutation[:seeds]] = PART_OF_SEEDS
+    parts[permutation[seeds : seeds + structure]] = PART_OF_STRUCTURE
+    parts[permutation[seeds + structure : seeds + structure + parameters]] = PART_OF_PARAMETERS
+    return parts

@@ -176,3 +176,85 @@ def decode_records(codes: np.ndarray, schema: TabularSchema, rng: np.random.Gene
         else:
             columns[attribute.name] = _decode_numeric(column_codes, attribute, rng)
     return pd.DataFrame(columns, copy=False)
+
+
+MISSING, NOT_IN_DOMAIN_TYPE, OUTSIDE_BOUNDS = 1, 2, 3
+"""Problems :func:`flag_records` flags, in the order :func:`encode_records` checks a column: a
+missing value; a category not in the list or text that is not a number; a number outside the
+bounds (an attribute that clips has none)."""
+
+
+@dataclass(frozen=True)
+class FlaggedRecords:
+    """:func:`encode_records` without stopping: ``codes`` int32 ``(n, m)`` (0 where a value is bad),
+    ``problems[(attribute position, problem)]`` a boolean mask of the rows with that problem (only
+    problems that occur), ``clipped`` as in :class:`EncodedRecords`."""
+
+    codes: np.ndarray
+    problems: dict[tuple[int, int], np.ndarray]
+    clipped: dict[str, int]
+
+
+def flag_records(frame: pd.DataFrame, schema: TabularSchema) -> FlaggedRecords:
+    """Every record's codes and every bad value flagged by attribute and problem, never raising for
+    a value: the same decisions as :func:`encode_records`, which raises for the first of them
+    (columns in schema order; in a column, its first missing value, else its first value of the
+    wrong kind, else its first value outside the bounds). The frame must have the schema's columns
+    (``ColumnMismatch`` otherwise, as there)."""
+    names = list(schema.names)
+    if [name for name in names if name not in frame.columns] or [c for c in frame.columns if c not in set(names)]:
+        encode_records(frame.iloc[:0], schema)  # raises the same ColumnMismatch
+    count = len(frame)
+    codes = np.zeros((count, len(names)), dtype=np.int32)
+    problems: dict[tuple[int, int], np.ndarray] = {}
+    clipped: dict[str, int] = {}
+
+    def flag(position: int, problem: int, mask: np.ndarray) -> None:
+        if mask.any():
+            problems[(position, problem)] = mask
+
+    for position, attribute in enumerate(schema.attributes):
+        column = frame[attribute.name].reset_index(drop=True)
+        missing = column.isna().to_numpy()
+        flag(position, MISSING, missing)
+        if isinstance(attribute, CategoricalAttribute):
+            text = column if column.dtype == object else column.astype(str)
+            found = np.asarray(pd.Categorical(text, categories=attribute.categories).codes)
+            flag(position, NOT_IN_DOMAIN_TYPE, (found < 0) & ~missing)
+            codes[:, position] = np.where(found < 0, 0, found).astype(np.int32)
+            continue
+        if pd.api.types.is_bool_dtype(column.dtype) or not pd.api.types.is_numeric_dtype(column.dtype):
+            numbers = pd.to_numeric(column.astype(object).where(~column.map(_is_boolean), None), errors="coerce")
+            not_numbers = numbers.isna().to_numpy() & ~missing
+            values = numbers.to_numpy(dtype=np.float64)
+        else:
+            not_numbers = np.zeros(count, dtype=bool)
+            values = column.to_numpy(dtype=np.float64)
+        flag(position, NOT_IN_DOMAIN_TYPE, not_numbers)
+        good = ~missing & ~not_numbers
+        low, high = attribute.bounds
+        outside = good & ~((values >= low) & (values <= high))
+        if attribute.out_of_domain == "clip":
+            values = np.where(good, np.clip(values, low, high), low)
+            clipped[attribute.name] = int(outside.sum())
+        else:
+            flag(position, OUTSIDE_BOUNDS, outside)
+            clipped[attribute.name] = 0
+            values = np.where(good & ~outside, values, low)
+        edges = bin_edges(attribute)
+        numeric_codes = np.minimum(np.searchsorted(edges, values, side="right") - 1, len(edges) - 2)
+        codes[:, position] = numeric_codes.astype(np.int32)
+    return FlaggedRecords(codes, problems, clipped)
+
+
+def problem_reason(attribute: CategoricalAttribute | NumericAttribute, problem: int) -> str:
+    """The words of :func:`encode_records`' violation for ``problem``, without the value (the reason
+    ``pipelines.platform.input.domain_reason`` makes of it)."""
+    if problem == MISSING:
+        return "missing value (blank or a null spelling)"
+    if isinstance(attribute, CategoricalAttribute):
+        return "value is not one of the schema's categories"
+    if problem == NOT_IN_DOMAIN_TYPE:
+        return "value is not a number"
+    low, high = attribute.bounds
+    return f"value is outside the bounds [{low}, {high}]"

@@ -72,3 +72,16 @@ def test_minimum_record_count_is_the_smallest_sufficient_count() -> None:
         assert needed == brute
     with pytest.raises(ValueError, match="structure_fraction is 0"):
         minimum_record_count(5, 0.5, 0.0, 0.5)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 9, 1000, 65_537])
+def test_split_parts_is_the_split_of_split_positions_in_one_byte_a_record(count: int) -> None:
+    from transforms.tabular.data_split import split_parts
+
+    split = split_positions(count, 0.5, 0.3, 0.15, np.random.default_rng(count))
+    parts = split_parts(count, 0.5, 0.3, 0.15, np.random.default_rng(count))
+    assert parts.dtype == np.int8 and parts.shape == (count,)
+    np.testing.assert_array_equal(np.flatnonzero(parts == 0), split.seeds)
+    np.testing.assert_array_equal(np.flatnonzero(parts == 1), split.structure)
+    np.testing.assert_array_equal(np.flatnonzero(parts == 2), split.parameters)
+    assert (parts == 3).sum() == count - split.seeds.size - split.structure.size - split.parameters.size

@@ -212,3 +212,40 @@ def test_example_schemas_encode_the_real_adult_and_abalone_files() -> None:
     rings_edges = bin_edges(abalone.attributes[-1])  # type: ignore[arg-type]
     above_ten = int(np.sum(rings_edges[encoded.codes[:, -1]] >= 10.5))
     assert above_ten == 1447  # PROVENANCE.txt: Rings > 10 in 1447 of 4177
+
+
+def test_flag_records_makes_encode_records_decisions_without_stopping() -> None:
+    """Random corruptions: the codes of good records equal ``encode_records``', and the first flagged
+    (attribute, problem) in check order is at the row ``encode_records`` raises for, with its words."""
+    from pipelines.platform.input import domain_reason
+    from transforms.tabular.encoding import flag_records, problem_reason
+
+    schema = TabularSchema.model_validate({"attributes": [
+        {"type": "numeric", "name": "age", "bounds": [0, 100], "bins": 4, "integer": True},
+        {"type": "categorical", "name": "work", "categories": ["a", "b", "?"]},
+        {"type": "numeric", "name": "score", "bounds": [0.0, 1.0], "bins": 3, "out_of_domain": "clip"},
+        {"type": "numeric", "name": "hours", "bounds": [1, 99], "bins": 5},
+    ]})
+    rng = np.random.default_rng(2)
+    for trial in range(60):
+        size = 40
+        frame = pd.DataFrame({
+            "age": rng.integers(0, 101, size).astype(str), "work": rng.choice(["a", "b", "?"], size),
+            "score": rng.uniform(-0.5, 1.5, size).astype(str), "hours": rng.integers(1, 100, size).astype(float),
+        }).astype(object)
+        for _ in range(trial % 4):
+            row, column = int(rng.integers(size)), str(rng.choice(frame.columns))
+            frame.loc[row, column] = rng.choice([None, "x", "500", "-3"])
+        flagged = flag_records(frame, schema)
+        try:
+            encoded = encode_records(frame, schema)
+        except DomainViolation as violation:
+            position, problem = min(flagged.problems)
+            attribute = schema.attributes[position]
+            assert attribute.name == violation.column
+            assert int(np.flatnonzero(flagged.problems[(position, problem)])[0]) == violation.row
+            assert problem_reason(attribute, problem) == domain_reason(violation.message)
+        else:
+            assert flagged.problems == {}
+            np.testing.assert_array_equal(flagged.codes, encoded.codes)
+            assert flagged.clipped == encoded.clipped

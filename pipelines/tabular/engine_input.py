@@ -1,0 +1,236 @@
+"""Worker side of the tabular input (issue 15): each input fragment read, checked, encoded and
+staged where the engine runs its tasks; only a fragment's summary leaves the task.
+
+:func:`read_record_fragment` is the ``map_fragments`` function. For one fragment (a file, or one
+data file of an Iceberg scan; ``pipelines/platform/sources.py``) it
+
+* reads the records as ``TableReading`` reads a file (``sources.read_text_fragment``: a CSV as
+  text, with or without a header row, spaces after separators dropped, ``recode``, the null
+  spellings), with the platform's ``ROW_ID``; a hive partition column the schema does not name is
+  left out;
+* encodes them over the schema's public domains, flagging every bad value by attribute and problem
+  (``transforms.tabular.encoding.flag_records``: missing, not in the domain's kind — an unknown
+  category or text in a numeric column — or outside the bounds);
+* stages the codes of a fragment without a bad value (``a0``, ``a1``, ... int32 and ``ROW_ID``:
+  the record's identity, from which the driver's split and the synthesis take its position);
+* fingerprints its file (``sources.fragment_fingerprint``, keyed by a key derived from the lake's
+  fingerprint key).
+
+It returns rows of ``schemas.tabular.tables.tabular_input_summary_schema``: metrics (:data:`METRIC`:
+rows read, values clipped per attribute), problems (:data:`PROBLEM`: ``code`` =
+``attribute position * 4 + problem``, the count and the first row's ``ROW_ID``) and the fragment's
+row count with its fingerprint (:data:`FRAGMENT`). Never a value.
+
+The evaluation's bounded sample (:func:`sample_rows`) reads a fragment again and keeps the records
+at the sampled positions, typed as the evaluation's classifiers take them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from pipelines.engines import storage
+from pipelines.engines.storage import Where
+from pipelines.platform.errors import InputError
+from pipelines.platform.input import NO_HEADER_HINT, header_names
+from pipelines.platform.sources import (
+    ROW_BITS,
+    ROW_ID,
+    Fragment,
+    TextReading,
+    fragment_fingerprint,
+    read_text_fragment,
+)
+from schemas.tabular.schema import TabularSchema
+from schemas.tabular.tables import staged_codes_schema, tabular_input_summary_schema
+from transforms.tabular.encoding import ColumnMismatch, flag_records
+
+METRIC, PROBLEM, FRAGMENT = 1, 2, 3
+"""What a summary row is (its ``entry``)."""
+ROWS = 0
+CLIPPED = 1 << 32
+"""Metric codes: rows read; ``CLIPPED + position``: values of that attribute clipped to its bounds."""
+PROBLEMS_PER_ATTRIBUTE = 4
+
+
+def problem_code(position: int, problem: int) -> int:
+    return position * PROBLEMS_PER_ATTRIBUTE + problem
+
+
+@dataclass(frozen=True)
+class RecordReading:
+    """The side value of :func:`read_record_fragment`: the schema, how the records are read, the
+    folder that receives each fragment's codes, and the key of the files' fingerprints."""
+
+    schema: TabularSchema
+    text: TextReading
+    codes_folder: Where
+    fingerprint_key: bytes | None = None
+    """32 bytes: key material, kept out of pickled side values by the engines."""
+
+
+def codes_file(folder: Where, ordinal: int) -> Where:
+    return folder / f"fragment-{ordinal:07d}.parquet"
+
+
+def _records(fragment: Fragment, schema: TabularSchema, text: TextReading) -> tuple[pd.DataFrame, np.ndarray]:
+    """The fragment's records (its partition columns the schema does not name left out)."""
+    frame, row_ids = read_text_fragment(fragment, text)
+    names = set(schema.names)
+    extra = [column for column in fragment.partition_values if column not in names]
+    if extra:
+        frame = frame.drop(columns=extra)
+    if fragment.format == "csv" and text.header and header_names(frame.columns, schema.names) is None:
+        raise InputError(fragment.name, f"{NO_HEADER_HINT}; set input.header: false for a file without one")
+    return frame, row_ids
+
+
+def read_record_fragment(fragment: Fragment, side: RecordReading) -> pa.Table:
+    """One fragment's summary (module docstring)."""
+    schema = side.schema
+    frame, row_ids = _records(fragment, schema, side.text)
+    rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "count": len(row_ids)}]
+    if len(row_ids):
+        try:
+            flagged = flag_records(frame, schema)
+        except ColumnMismatch as error:
+            raise InputError(fragment.name, str(error)) from None
+        del frame
+        for (position, problem), mask in sorted(flagged.problems.items()):
+            first = int(np.flatnonzero(mask)[0])
+            rows.append({"entry": PROBLEM, "code": problem_code(position, problem), ROW_ID: int(row_ids[first]),
+                         "count": int(mask.sum())})
+        for position, attribute in enumerate(schema.attributes):
+            if attribute.name in flagged.clipped:
+                rows.append({"entry": METRIC, "code": CLIPPED + position, "count": flagged.clipped[attribute.name]})
+        if not flagged.problems:
+            codes = flagged.codes
+            table = pa.table([*(pa.array(codes[:, index]) for index in range(codes.shape[1])), pa.array(row_ids)],
+                             schema=staged_codes_schema(codes.shape[1]))
+            storage.write_table(table, codes_file(side.codes_folder, fragment.ordinal), row_group_size=1 << 18)
+    rows.append({"entry": FRAGMENT, "code": fragment.ordinal, "count": len(row_ids),
+                 "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
+    return pa.Table.from_pylist(rows, schema=tabular_input_summary_schema())
+
+
+# ---- driver-side helpers over the summaries (batch functions, shipped like the blocks) ----------
+
+def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"].isin((METRIC, PROBLEM))]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+
+
+def problem_entries(frame: pd.DataFrame, side: int) -> pd.DataFrame:
+    """The problem rows of code ``side`` (to find its first row by ``first_row``)."""
+    chosen = frame[(frame["entry"] == PROBLEM) & (frame["code"] == side)]
+    return pd.DataFrame({ROW_ID: chosen[ROW_ID].to_numpy(np.int64), "code": chosen["code"].to_numpy(np.int64)})
+
+
+def fragment_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == FRAGMENT]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64),
+                         "fingerprint": chosen["fingerprint"].to_numpy()})
+
+
+# ---- the split's parts, joined to the staged codes on the engine --------------------------------
+
+@dataclass(frozen=True)
+class PartLookup:
+    """Where the part of every record position is (one byte per position, ``parts_file``) and the
+    first position of each fragment (``offsets[ordinal]``): a record's position is its fragment's
+    offset plus its row index within the fragment, i.e. its place in ``ROW_ID`` order."""
+
+    parts_file: Where
+    offsets: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=4)
+def _parts(parts_file: Where) -> np.ndarray:
+    if isinstance(parts_file, Path):
+        return np.memmap(parts_file, dtype=np.int8, mode="r")
+    return np.frombuffer(storage.read_bytes(parts_file), dtype=np.int8)
+
+
+def positions_of(row_ids: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
+    ordinals = row_ids >> ROW_BITS
+    return np.asarray(offsets, dtype=np.int64)[ordinals] + (row_ids & ((1 << ROW_BITS) - 1))
+
+
+def with_parts(frame: pd.DataFrame, side: PartLookup) -> pd.DataFrame:
+    """The staged codes with each record's ``part`` of the split."""
+    positions = positions_of(frame[ROW_ID].to_numpy(np.int64), side.offsets)
+    result = frame.drop(columns=[ROW_ID])
+    result["part"] = np.asarray(_parts(side.parts_file)[positions], dtype=np.int8)
+    result[ROW_ID] = frame[ROW_ID].to_numpy(np.int64)
+    return result
+
+
+@dataclass(frozen=True)
+class SplitJob:
+    """The split of the record positions (``transforms.tabular.data_split.split_parts``), computed
+    in one task and written as one byte per position."""
+
+    record_count: int
+    fractions: tuple[float, float, float]
+    secret: bytes
+    release_id: str
+    parts_file: Where
+
+
+def write_split(frame: pd.DataFrame, side: SplitJob) -> pd.DataFrame:
+    from transforms.core.keyed_randomness import keyed_generator
+    from transforms.tabular.data_split import split_parts
+    from transforms.tabular.release import PURPOSE_SPLIT
+
+    parts = split_parts(side.record_count, *side.fractions,
+                        keyed_generator(side.secret, side.release_id, PURPOSE_SPLIT, 0))
+    counts = np.bincount(parts, minlength=4).astype(np.int64)
+    if isinstance(side.parts_file, Path):
+        side.parts_file.parent.mkdir(parents=True, exist_ok=True)
+        parts.tofile(side.parts_file)
+    else:
+        storage.write_bytes(side.parts_file, parts.tobytes())
+    return pd.DataFrame({"part": np.arange(4, dtype=np.int64), "records": counts})
+
+
+def part_rows(frame: pd.DataFrame, side: int) -> pd.DataFrame:
+    """The records of part ``side`` (codes and ``ROW_ID``)."""
+    return frame.loc[frame["part"].to_numpy() == side].drop(columns=["part"])
+
+
+# ---- the evaluation's bounded sample ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SampleReading:
+    """Read the records at ``positions`` (sorted, at most the configured cap) again, typed."""
+
+    schema: TabularSchema
+    text: TextReading
+    offsets: tuple[int, ...]
+    positions: np.ndarray
+    parts: PartLookup
+
+
+def sample_rows(fragment: Fragment, side: SampleReading) -> pd.DataFrame:
+    from pipelines.tabular.input import typed_frame
+
+    start = side.offsets[fragment.ordinal]
+    end = side.offsets[fragment.ordinal + 1] if fragment.ordinal + 1 < len(side.offsets) else None
+    chosen = side.positions[(side.positions >= start) & ((side.positions < end) if end is not None else True)]
+    frame, row_ids = _records(fragment, side.schema, side.text)
+    index = chosen - start
+    frame = frame.iloc[index].reset_index(drop=True)
+    flagged = flag_records(frame, side.schema)
+    typed = typed_frame(frame, side.schema)
+    for position in range(flagged.codes.shape[1]):
+        typed[f"a{position}"] = flagged.codes[:, position]
+    typed["part"] = np.asarray(_parts(side.parts.parts_file)[chosen], dtype=np.int8)
+    typed[ROW_ID] = row_ids[index]
+    return typed
