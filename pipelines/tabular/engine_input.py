@@ -200,6 +200,30 @@ def write_split(frame: pd.DataFrame, side: SplitJob) -> pd.DataFrame:
     return pd.DataFrame({"part": np.arange(4, dtype=np.int64), "records": counts})
 
 
+@dataclass(frozen=True)
+class StagedFragment:
+    """One fragment's staged codes (``codes_file``)."""
+
+    where: Where
+    ordinal: int
+
+
+@dataclass(frozen=True)
+class StagedPass:
+    """A batch function ``fn(frame, side)`` run over every staged fragment's records, each with its
+    ``part`` (:func:`with_parts`): one pass of the release over its records, reading each staged
+    file where the engine runs its tasks (nothing is held between passes)."""
+
+    fn: Any
+    side: Any
+    lookup: PartLookup
+
+
+def staged_rows(fragment: StagedFragment, side: StagedPass) -> pd.DataFrame:
+    frame = storage.parquet_file(fragment.where).read().to_pandas()
+    return side.fn(with_parts(frame, side.lookup), side.side)
+
+
 def part_rows(frame: pd.DataFrame, side: int) -> pd.DataFrame:
     """The records of part ``side`` (codes and ``ROW_ID``)."""
     return frame.loc[frame["part"].to_numpy() == side].drop(columns=["part"])

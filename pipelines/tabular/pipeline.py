@@ -82,6 +82,8 @@ from pipelines.tabular.engine_input import (
     RecordReading,
     SampleReading,
     SplitJob,
+    StagedFragment,
+    StagedPass,
     codes_file,
     fragment_entries,
     metric_entries,
@@ -89,7 +91,7 @@ from pipelines.tabular.engine_input import (
     problem_entries,
     read_record_fragment,
     sample_rows,
-    with_parts,
+    staged_rows,
     write_split,
 )
 from pipelines.tabular.input import read_schema
@@ -243,7 +245,7 @@ class CheckedRecords:
 
     rows: int
     offsets: tuple[int, ...]
-    files: list[Any]
+    staged: list[StagedFragment]
     clipped: dict[str, int]
     validation: Any
     fingerprint: str
@@ -315,7 +317,8 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
     for fragment in fragments:
         offsets.append(total)
         total += rows_of[fragment.ordinal]
-    files = [codes_file(codes_folder, fragment.ordinal) for fragment in fragments if rows_of[fragment.ordinal]]
+    files = [StagedFragment(codes_file(codes_folder, fragment.ordinal), fragment.ordinal) for fragment in fragments
+             if rows_of[fragment.ordinal]]
     clipped = {attribute.name: by_code.get(CLIPPED + position, 0) for position, attribute in enumerate(schema.attributes)
                if isinstance(attribute, NumericAttribute)}
     prints = input_fingerprint(fragments, zip(listed["code"].astype(int), listed["fingerprint"], strict=True))
@@ -353,16 +356,31 @@ def release_parameters(config: TabularConfig, plan: TabularPlan, record_count: i
     )
 
 
-def _count_tables(engine: Engine, records: Collection, part: int, sizes: tuple[int, ...],
+@dataclass(frozen=True)
+class StagedRecords:
+    """The encoded records as the engine staged them (one file per fragment with records), how a
+    record's part of the split is found, and the split's sizes."""
+
+    fragments: list[StagedFragment]
+    parts: PartLookup
+    part_sizes: tuple[int, int, int]
+
+    def map(self, engine: Engine, fn: Any, schema: pa.Schema, side: Any = None) -> Collection:
+        """``fn(frame, side)`` over every record (codes, ``part``, ``ROW_ID``), one task per staged
+        file: a pass of the release reads the staged files where the engine runs its tasks."""
+        return engine.map_fragments(self.fragments, staged_rows, schema, StagedPass(fn, side, self.parts))
+
+
+def _count_tables(engine: Engine, records: StagedRecords, part: int, sizes: tuple[int, ...],
                   tables: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
     """One pass over ``part``: every table in ``tables``."""
     plan = TablePass.plan(part, sizes, tables)
     schema = pa.schema([pa.field("cell", pa.int64(), nullable=False), pa.field("records", pa.int64(), nullable=False)])
-    sums = engine.sum_by_key(engine.map_batches(records, table_count_rows, schema, side=plan), "cell", ["records"])
+    sums = engine.sum_by_key(records.map(engine, table_count_rows, schema, plan), "cell", ["records"])
     return plan.unpack(sums)
 
 
-def learn_structure_on_engine(engine: Engine, records: Collection, sizes: tuple[int, ...], structure_records: int,
+def learn_structure_on_engine(engine: Engine, records: StagedRecords, sizes: tuple[int, ...], structure_records: int,
                               config: TabularConfig, epsilon_structure: float, rng: np.random.Generator,
                               timer: StageTimer) -> NetworkStructure:
     """The greedy build of ``transforms.tabular.structure_learning.learn_structure`` with each step's
@@ -389,7 +407,7 @@ def learn_structure_on_engine(engine: Engine, records: Collection, sizes: tuple[
     return NetworkStructure(order=tuple(placed), parents=tuple(parents))
 
 
-def _seed_index(engine: Engine, records: Collection, seeds_codes: np.ndarray | None, structure: NetworkStructure,
+def _seed_index(engine: Engine, records: StagedRecords, seeds_codes: np.ndarray | None, structure: NetworkStructure,
                 omega: int, sizes: tuple[int, ...]) -> SeedIndex:
     if not SeedIndex.fits_one_key(structure, omega, sizes):
         if seeds_codes is None:
@@ -397,7 +415,7 @@ def _seed_index(engine: Engine, records: Collection, seeds_codes: np.ndarray | N
         return SeedIndex.build(seeds_codes, structure, omega, sizes)
     kept, _ = kept_and_resampled(structure, omega)
     schema = pa.schema([pa.field("seed_key", pa.int64(), nullable=False), pa.field("seeds", pa.int64(), nullable=False)])
-    partial = engine.map_batches(records, seed_key_rows, schema, side=SeedKeySide(kept, sizes))
+    partial = records.map(engine, seed_key_rows, schema, SeedKeySide(kept, sizes))
     counts = engine.sum_by_key(partial, "seed_key", ["seeds"])
     return SeedIndex.from_key_counts(structure, omega, sizes, counts["seed_key"].to_numpy(np.int64),
                                      counts["seeds"].to_numpy(np.int64))
@@ -467,20 +485,11 @@ def _synthesize(engine: Engine, side: SynthesisSide, schema: TabularSchema, time
     return SynthesisResult(rounds, cut, attempts, passed, next_batch)
 
 
-@dataclass(frozen=True)
-class StagedRecords:
-    """The encoded records on the engine, each with its part of the split, and the split's sizes."""
-
-    records: Collection
-    part_sizes: tuple[int, int, int]
-    parts: PartLookup
-
-
 def stage_split(context: ReleaseContext, engine: Engine, checked: CheckedRecords,
-                parameters: TabularReleaseParameters, attribute_count: int) -> StagedRecords:
+                parameters: TabularReleaseParameters) -> StagedRecords:
     """The split of the record positions (a keyed permutation of ``0..n-1``, positions in ``ROW_ID``
-    order) computed in one engine task and written as one byte per position; the staged codes then
-    read with each record's part."""
+    order) computed in one engine task and written as one byte per position, which every pass
+    over the staged codes reads a record's part from."""
     fractions = (parameters.seed_fraction, parameters.structure_fraction, parameters.parameter_fraction)
     parts_file = context.staging / "input" / "parts.bin"
     job = SplitJob(checked.rows, fractions, context.secret, context.release_id, parts_file)
@@ -488,23 +497,20 @@ def stage_split(context: ReleaseContext, engine: Engine, checked: CheckedRecords
                              pa.schema([pa.field("task", pa.int64(), nullable=False)]))
     counts = engine.collect(engine.map_batches(one, write_split, SPLIT_COUNTS_SCHEMA, side=job))
     by_part = dict(zip(counts["part"].astype(int), counts["records"].astype(int), strict=True))
-    lookup = PartLookup(parts_file, checked.offsets)
-    staged = engine.read_parquet(checked.files, staged_codes_schema(attribute_count))
-    records = engine.persist(engine.map_batches(staged, with_parts, records_schema(attribute_count), side=lookup))
     sizes = (by_part.get(PART_SEEDS, 0), by_part.get(PART_STRUCTURE, 0), by_part.get(PART_PARAMETERS, 0))
-    return StagedRecords(records, sizes, lookup)
+    return StagedRecords(checked.staged, PartLookup(parts_file, checked.offsets), sizes)
 
 
-def seeds_on_driver(engine: Engine, records: Collection, attribute_count: int) -> np.ndarray:
+def seeds_on_driver(engine: Engine, records: StagedRecords, attribute_count: int) -> np.ndarray:
     """The seeds' codes in position (``ROW_ID``) order: for ``omega < all``, whose synthesis keeps
     attributes from the seeds (``omega = all`` needs only their number)."""
-    seeds = engine.collect(engine.map_batches(records, part_rows, staged_codes_schema(attribute_count), side=PART_SEEDS))
+    seeds = engine.collect(records.map(engine, part_rows, staged_codes_schema(attribute_count), PART_SEEDS))
     seeds = seeds.sort_values(ROW_ID, kind="stable")
     return seeds[code_columns(attribute_count)].to_numpy(dtype=np.int32)
 
 
 def evaluation_sample(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords, checked: CheckedRecords,
-                      staged: StagedRecords, engine: Engine) -> tuple[pd.DataFrame, np.ndarray]:
+                      records: StagedRecords, engine: Engine) -> tuple[pd.DataFrame, np.ndarray]:
     """The evaluation's records read again on the engine, at most ``evaluation.sample_records`` of
     them (all when the input has no more; beyond, a keyed sample of positions): their typed
     values (the evaluation's classifiers train on them) and the seeds' codes among them, in
@@ -517,7 +523,7 @@ def evaluation_sample(context: ReleaseContext, plan: TabularPlan, prepared: Prep
     else:
         rng = keyed_generator(context.secret, context.release_id, PURPOSE_EVALUATION_SAMPLE, 0)
         positions = np.sort(rng.choice(n, size=cap, replace=False)).astype(np.int64)
-    side = SampleReading(schema, text_reading(config, schema), checked.offsets, positions, staged.parts)
+    side = SampleReading(schema, text_reading(config, schema), checked.offsets, positions, records.parts)
     chosen = [fragment for fragment, start, end in zip(
         prepared.fragments, checked.offsets, (*checked.offsets[1:], n), strict=True)
         if np.searchsorted(positions, start) < np.searchsorted(positions, end)]
@@ -541,7 +547,7 @@ def records_schema(attribute_count: int) -> pa.Schema:
     return pa.schema([*staged_schema(attribute_count), pa.field(ROW_ID, pa.int64(), nullable=False)])
 
 
-def original_tables(engine: Engine, records: Collection, sizes: tuple[int, ...]) -> dict[tuple[int, ...], np.ndarray]:
+def original_tables(engine: Engine, records: StagedRecords, sizes: tuple[int, ...]) -> dict[tuple[int, ...], np.ndarray]:
     """Every attribute's one-way and every pair's two-way counts over all records (the report's
     original marginals and associations), counted on the engine."""
     shown = range(min(len(sizes), MAX_REPORT_ATTRIBUTES))
@@ -574,9 +580,8 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
     with timer.stage("split and stage"):
         guarantee = guarantee_for(config, plan, parameters, seed_count)
         context.reserve(guarantee)
-        staged = stage_split(context, engine, checked, parameters, len(sizes))
-    records = staged.records
-    split_sizes = staged.part_sizes
+        records = stage_split(context, engine, checked, parameters)
+    split_sizes = records.part_sizes
     with timer.stage("structure learning"):
         structure = learn_structure_on_engine(
             engine, records, sizes, split_sizes[1], config, parts.epsilon_structure,
@@ -614,10 +619,9 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         with timer.stage("evaluate"):
             from pipelines.tabular.report import evaluation_report
 
-            training, sampled_seeds = evaluation_sample(context, plan, prepared, checked, staged, engine)
+            training, sampled_seeds = evaluation_sample(context, plan, prepared, checked, records, engine)
             evaluation = evaluation_report(config, schema, released_frame, training, sampled_seeds, secret, release_id)
             evaluation["input_records_read"] = int(len(training))
-    engine.unpersist(records)
     manifest: dict[str, Any] = {
         **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
