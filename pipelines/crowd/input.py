@@ -1,4 +1,6 @@
-"""Read a crowd claims file into the canonical ``(object_id, source_id, value)`` frame.
+"""Read a crowd claims file into the canonical ``(object_id, source_id, value)`` frame, on the
+driver: the single-file reference the engine's input pass (``pipelines/crowd/engine_input.py``)
+reproduces fragment by fragment (tests and tools; a release never reads its claims here).
 
 Reading is where parse-level problems are caught with their exact position: a missing file, an
 unreadable format, a missing mapped column, text in the value column (named by row and column,
@@ -11,6 +13,7 @@ The input file is only ever read.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -80,7 +83,10 @@ def read_crowd_claims(settings: CrowdInput) -> pd.DataFrame:
     """
     mapping = settings.columns.model_dump()
     wanted = list(dict.fromkeys(mapping[key] for key in CANONICAL))
-    table = read_input_table(settings, wanted)
+    path = Path(str(settings.path))
+    file_format = settings.format or ("parquet" if path.suffix.lower() in (".parquet", ".parq", ".pq") else "csv")
+    table = read_input_table(SimpleNamespace(path=path, format=file_format, columns=settings.columns),  # type: ignore[arg-type]
+                             wanted)
     name = str(settings.path)
     if table.num_rows == 0:
         raise InputError(name, "no rows (empty input)")

@@ -4,12 +4,16 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
 
 1. Refuse early: a published release id is a no-op; the ledger reserves the budget before the
    claims are read and refuses a release that would exceed it.
-2. Read and validate the input on the driver (Great Expectations gate) while the engine
-   starts; resolve duplicates. The input itself is never modified.
-3. Stage the claims for the engine: hash-partitioned by object into one Parquet file per
-   unit of parallelism, each holding whole objects (the driver has the rows, so no engine
-   shuffle is needed). With the source-level unit, the contribution bound (at most L objects
-   per source) is a map by source first, and the engine then shuffles by object.
+2. While the engine starts, list the input (``sources.list_fragments``: a file, a folder with
+   hive partitions, a glob or an Iceberg snapshot, as fragments; metadata only, never a row).
+3. On the engine (``pipelines/crowd/engine_input.py``): one task per fragment reads, types,
+   checks and fingerprints its claims and writes them bucketed by object; the input gate (Great
+   Expectations on the engine's metrics) names the first failing row; one task per bucket then
+   resolves duplicates, clips, codes the sources (dense codes in the sorted order of the distinct
+   source ids) and counts claims per object, staging whole objects as group files. The driver
+   holds the listing, the metrics and the distinct source ids (as the source qualities do), never
+   a claim. With the source-level unit, the contribution bound (at most L objects per source) is
+   a map by source first, and the engine then shuffles by object.
 4. Prepare each object once (canonical order, kernel bandwidth) and stage the result as
    group files (``write_groups``): every later job maps over them by object without a
    shuffle or an engine cache, its workers reading the files themselves (``read_groups``).
@@ -24,6 +28,9 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,33 +49,96 @@ from pipelines.crowd.blocks import (
     prepare_block,
     prepared_schema,
     released_rows,
-    summary_rows,
     synthesis_block,
 )
-from pipelines.crowd.input import apply_duplicates_policy, arrow_id_type, read_crowd_claims
+from pipelines.crowd.engine_input import (
+    CLAIMS,
+    DUPLICATE,
+    EVALUATION,
+    EVALUATION_OBJECTS,
+    INPUT_PASS_PROBLEMS,
+    LARGEST_OBJECT,
+    METRIC,
+    METRIC_NAMES,
+    OBJECTS,
+    OUT_ATTEMPTS,
+    OUT_CAPPED,
+    OUT_FALLBACKS,
+    OUT_OF_RANGE,
+    OUT_RELEASED,
+    OUT_RELEASED_CLAIMS,
+    OUT_ROWS,
+    OUT_SUPPRESSED,
+    OUTPUT_METRIC_NAMES,
+    PROBLEMS,
+    RELEASABLE_OBJECTS,
+    ROWS,
+    SAMPLE,
+    SAMPLE_OBJECTS,
+    SMALL_OBJECT,
+    STAGED,
+    TEXT_OBJECT_IDS,
+    TEXT_SOURCE_IDS,
+    ClaimsReading,
+    GroupSide,
+    ObjectBucket,
+    OutputSide,
+    fingerprint_entries,
+    group_metric_rows,
+    metric_entries,
+    objects_among,
+    output_block,
+    output_entries,
+    output_metric_entries,
+    problem_rows,
+    raw_median_block,
+    read_claims_fragment,
+    reason_entries,
+    sample_key,
+    source_entries,
+    source_object_entries,
+    stage_object_bucket,
+)
 from pipelines.crowd.report_page import learned_density_samples
-from pipelines.crowd.validation import validate_crowd_input, validate_crowd_output
-from pipelines.engines import storage
-from pipelines.engines.arrow import write_group_files
+from pipelines.crowd.validation import validate_crowd_input_metrics, validate_crowd_output_metrics
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
 from pipelines.platform.input import csv_problem
+from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
     ReleaseResult,
 )
-from schemas.crowd.config import CrowdConfig
+from pipelines.platform.repeated_keys import bucket_count
+from pipelines.platform.sources import (
+    ROW_ID,
+    SUFFIX_FORMATS,
+    Fragment,
+    input_fingerprint,
+    list_fragments,
+    row_error,
+    row_location,
+)
+from schemas.base import LakeLocation
+from schemas.crowd.config import CrowdConfig, CrowdInput
 from schemas.crowd.tables import (
+    CROWD_FINGERPRINTS_SCHEMA,
+    CROWD_METRICS_SCHEMA,
+    CROWD_REASONS_SCHEMA,
     claims_schema,
+    crowd_group_summary_schema,
+    crowd_input_summary_schema,
+    crowd_medians_schema,
+    crowd_output_summary_schema,
+    crowd_sources_schema,
     source_loss_schema,
     synthesis_outcome_schema,
     synthetic_claims_schema,
 )
-from schemas.tables import ROW_NUMBER
 from transforms.crowd.bandwidth import PUBLIC_BANDWIDTH_METHODS, public_bandwidth
 from transforms.crowd.combined_weights import weight_bounds
-from transforms.crowd.density_metrics import per_object_truth_estimate, truth_mean_absolute_error
+from transforms.crowd.density_metrics import truth_mean_absolute_error
 from transforms.crowd.global_weights import (
     MAX_OBJECTS_PER_SOURCE,
     PrivateSourceQuality,
@@ -80,12 +150,7 @@ from transforms.crowd.release import WeightSettings
 from transforms.crowd.synthesis import SynthesisParameters, largest_object_for
 from transforms.crowd.value_grid import ValueGrid
 
-CROWD_WORKER_MODULES = ("pipelines.crowd.blocks",)
-STAGED_ROW_GROUP_ROWS = 1 << 18
-"""Row groups of the staged input: small enough that an engine splits a large input over
-several readers (Spark assigns byte ranges to tasks by row group)."""
-
-
+CROWD_WORKER_MODULES = ("pipelines.crowd.blocks", "pipelines.crowd.engine_input")
 def synthesis_parameters(config: CrowdConfig) -> SynthesisParameters:
     """The public synthesis parameters of a config."""
     privacy, synthesis = config.privacy, config.synthesis
@@ -179,10 +244,6 @@ def source_codes(source_ids: pd.Series) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _stage_single_file(claims: pa.Table, directory: storage.Where) -> storage.Where:
-    return storage.write_table(claims, directory / "claims.parquet", row_group_size=STAGED_ROW_GROUP_ROWS)
-
-
 def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
     evaluation = config.evaluation
     if evaluation.truth_path is None:
@@ -202,21 +263,6 @@ def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
     ids = frame[id_column]
     ids = ids.astype(np.int64) if pa.types.is_integer(id_type) else ids.astype(str)
     return pd.Series(pd.to_numeric(frame[truth_column], errors="coerce").to_numpy(), index=ids.to_numpy()).dropna()
-
-
-def evaluate_release(released: pd.DataFrame, raw_claims: pd.DataFrame, truth: pd.Series | None) -> dict[str, Any]:
-    """Utility figures for the manifest (computed on the raw data: an internal report, not DP)."""
-    report: dict[str, Any] = {"note": "computed from the raw input; internal utility report, not privacy-protected"}
-    if truth is None:
-        return report
-    released_estimate = per_object_truth_estimate(released, method="median")
-    raw_estimate = per_object_truth_estimate(raw_claims, method="median")
-    common = released_estimate.index.intersection(truth.index)
-    report["truth_objects"] = int(len(common))
-    if len(common):
-        report["truth_mae_released_median"] = float(truth_mean_absolute_error(released_estimate, truth))
-        report["truth_mae_raw_median_same_objects"] = float(truth_mean_absolute_error(raw_estimate.loc[common], truth))
-    return report
 
 
 @dataclass(frozen=True)
@@ -239,88 +285,195 @@ def plan_release(context: ReleaseContext) -> CrowdPlan:
 
 @dataclass(frozen=True)
 class PreparedInput:
-    """The validated input (canonical columns and types) and the release's staging folder."""
+    """What the driver knows of the claims before the engine reads them: their fragments (file
+    names, sizes, scan tasks — metadata, never a row), how error lines name the input, and the
+    release's staging folder."""
 
-    claims: pa.Table
+    fragments: list[Fragment]
+    name: str
     staging: Path
+
+
+@dataclass(frozen=True)
+class CheckedClaims:
+    """The claims as the engine found them: canonical group files by object (source codes, clipped,
+    duplicates resolved), the input gate's result on the engine's metrics, and operator figures."""
+
+    object_files: list[Any]
     input_schema: pa.Schema
     validation: Any
     rows: int
-    truth: pd.Series | None
-    raw_for_evaluation: pd.DataFrame | None
+    objects: int
     clipped: int
     largest_object: int
+    sources: int
+    fingerprint: str
 
 
 def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
-    """Read, validate and canonicalize the claims on the driver while the engine starts."""
-    config, timer = context.config, context.timer
-    settings = config.input
-    with timer.stage("read input"):
-        claims = read_crowd_claims(settings)
-    with timer.stage("validate input"):
-        input_validation = validate_crowd_input(
-            claims,
-            file_name=str(settings.path),
-            duplicates_policy=settings.duplicates,
-            column_names=settings.columns.model_dump(),
-        )
-        if not input_validation.success:
-            raise PrivlakeError(input_validation.issues[0].line())
-        claims = apply_duplicates_policy(claims, settings.duplicates)
-        claims, clipped = clip_to_public_range(claims, config)
-    object_type = arrow_id_type(claims["object_id"])
-    truth = _read_truth(config, object_type)
-    claims["source_id"] = source_codes(claims["source_id"])
-    input_schema = claims_schema(object_type, pa.int64())
+    """While the engine starts: list the input (metadata only). The claims are read by the engine."""
+    config = context.config
+    with context.timer.stage("list input"):
+        spec = listing_spec(config.input)
+        properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
+        fragments = list_fragments(spec, properties=properties)
+    return PreparedInput(fragments, spec.path if spec.path is not None else f"table {spec.table}", context.staging)
+
+
+def listing_spec(settings: CrowdInput) -> CrowdInput:
+    """The input as listed: a single file without a format and without a known suffix is CSV (a
+    crowd input's format always defaulted to CSV)."""
+    if settings.format is None and settings.path is not None and not any(
+        character in settings.path for character in "*?["
+    ) and os.path.isfile(settings.path) and os.path.splitext(settings.path)[1].lower() not in SUFFIX_FORMATS:
+        return settings.model_copy(update={"format": "csv"})
+    return settings
+
+
+def input_fingerprint_key(lake: Any) -> bytes:
+    """A 32-byte key for the crowd input's fingerprints, derived from the lake's fingerprint key
+    (kept outside the lake): 32 bytes, so the engines treat it as key material."""
+    return hmac.new(LakePolicy(lake).fingerprint_key(), b"privlake-crowd-input-fingerprint", hashlib.sha256).digest()
+
+
+def _claims_fingerprint(input_print: str, settings: CrowdInput, key: bytes | None) -> str:
+    digest = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
+    digest.update(input_print.encode() + b"\0")
+    digest.update(repr(sorted(settings.columns.model_dump().items())).encode())
+    return ("hmac-sha256:" if key is not None else "sha256:") + digest.hexdigest()
+
+
+def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: Engine,
+                          fingerprint_key: bytes | None = None) -> CheckedClaims:
+    """Read, check, canonicalize and stage the claims on the engine (``pipelines/crowd/engine_input.py``):
+    pass 1 per fragment, the input gate on its metrics, the distinct sources, pass 2 per object
+    bucket, then the checks on whole objects. Raises the one-line error of the first failing row."""
+    settings, fragments, name = config.input, prepared.fragments, prepared.name
+    columns = settings.columns
+    reading = ClaimsReading(
+        object_column=columns.object_id, source_column=columns.source_id, value_column=columns.value,
+        folder=prepared.staging / "input" / "claim-buckets",
+        buckets=bucket_count([fragment.size for fragment in fragments], engine.parallelism),
+        fingerprint_key=fingerprint_key,
+    )
+    summary = engine.persist(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
+                                                  reading))
+    try:
+        metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, CROWD_METRICS_SCHEMA), "code",
+                                        ["count"])
+        by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["count"].astype(int), strict=True))
+        metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
+        failing = [code for code in INPUT_PASS_PROBLEMS if by_code.get(code, 0)]
+        if not by_code.get(ROWS, 0) or failing:
+            validation = validate_crowd_input_metrics(metrics, file_name=name, duplicates_policy=settings.duplicates)
+            raise _input_failure(engine, summary, validation, failing, by_code, fragments, settings, name)
+        object_integers = by_code.get(TEXT_OBJECT_IDS, 0) == 0
+        source_integers = by_code.get(TEXT_SOURCE_IDS, 0) == 0
+        distinct = engine.sum_by_key(
+            engine.map_batches(summary, source_entries, crowd_sources_schema(pa.int64() if source_integers
+                                                                             else pa.string()), side=source_integers),
+            "source_id", ["count"])
+        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, CROWD_FINGERPRINTS_SCHEMA))
+    finally:
+        engine.unpersist(summary)
+    sources = np.sort(distinct["source_id"].to_numpy(np.int64 if source_integers else object))
+    fingerprint = _claims_fingerprint(
+        input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True)),
+        settings, fingerprint_key)
     k = max(config.privacy.k, config.privacy.min_claims_per_object or 0)
-    claims_per_object = claims.groupby("object_id", sort=False).size()
-    if settings.small_objects == "reject" and (claims_per_object < k).any():
-        small = claims_per_object[claims_per_object < k].index[0]
-        first_row = int(claims.loc[claims["object_id"] == small, ROW_NUMBER].iloc[0])
-        raise InputError(
-            str(settings.path),
-            f"an object has {int(claims_per_object[small])} claims, fewer than the minimum {k} "
-            "(input.small_objects is 'reject')",
-            row=first_row,
-            column=settings.columns.object_id,
-        )
+    side = GroupSide(
+        files=tuple(reading.file_for(fragment.ordinal) for fragment in fragments),
+        object_integers=object_integers, source_integers=source_integers, sources=sources,
+        duplicates=settings.duplicates, value_range=tuple(config.privacy.value_range), k=k,
+        folder=prepared.staging / "input" / "objects", objects_per_source=uses_global_weights(config),
+    )
+    grouped = engine.persist(engine.map_fragments([ObjectBucket(index) for index in range(reading.buckets)],
+                                                  stage_object_bucket, crowd_group_summary_schema(), side))
+    try:
+        figures = engine.collect(engine.map_batches(grouped, group_metric_rows, crowd_group_summary_schema()))
+        busiest = 0
+        if uses_global_weights(config):
+            per_source = engine.sum_by_key(engine.map_batches(grouped, source_object_entries, CROWD_METRICS_SCHEMA),
+                                           "code", ["count"])
+            busiest = int(per_source["count"].max()) if len(per_source) else 0
+    finally:
+        engine.unpersist(grouped)
+    metric_rows = figures[figures["entry"] == METRIC]
+    totals = metric_rows.groupby("code")["count"].sum()
+    metrics[METRIC_NAMES[DUPLICATE]] = int(totals.get(DUPLICATE, 0))
+    validation = validate_crowd_input_metrics(metrics, file_name=name, duplicates_policy=settings.duplicates)
+    if not validation.success:
+        raise _located(metric_rows, DUPLICATE, fragments, settings, int(totals.get(DUPLICATE, 0)))
+    clipped = int(totals.get(OUT_OF_RANGE, 0))
+    low, high = config.privacy.value_range
+    if clipped and config.privacy.out_of_range == "reject":
+        raise _located(metric_rows, OUT_OF_RANGE, fragments, settings, clipped,
+                       f"a value lies outside privacy.value_range [{low}, {high}] ({clipped} claims do; "
+                       "privacy.out_of_range is 'reject')")
+    if settings.small_objects == "reject" and int(totals.get(SMALL_OBJECT, 0)):
+        raise _located(metric_rows, SMALL_OBJECT, fragments, settings, 0,
+                       "an object has {detail} claims, fewer than the minimum " + str(k) +
+                       " (input.small_objects is 'reject')")
+    largest = int(metric_rows.loc[metric_rows["code"] == LARGEST_OBJECT, "count"].max())
     ratio_cap = weight_bounds(config.weights.method, config.privacy.weight_ratio_cap,
                               config.weights.local_weights.ratio_cap)[0]
-    if int(claims_per_object.max()) > (most := largest_object_for(ratio_cap)):
-        raise InputError(str(settings.path), f"an object has {int(claims_per_object.max())} claims; with a seed-weight "
+    if largest > (most := largest_object_for(ratio_cap)):
+        raise InputError(name, f"an object has {largest} claims; with a seed-weight "
                          f"ratio cap of {ratio_cap:g} at most {most} are supported (lower privacy.weight_ratio_cap)")
-    busiest = int(claims.groupby("source_id", sort=False)["object_id"].nunique().max())
-    if config.weights.method in ("combined", "global") and busiest > MAX_OBJECTS_PER_SOURCE:
-        raise InputError(str(settings.path), f"a source answered {busiest} objects; the source qualities support "
+    if busiest > MAX_OBJECTS_PER_SOURCE:
+        raise InputError(name, f"a source answered {busiest} objects; the source qualities support "
                          f"at most {MAX_OBJECTS_PER_SOURCE} (use weights.method local or uniform)")
-    if int((claims_per_object >= k).sum()) == 0:
-        raise InputError(str(settings.path), f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
-    return PreparedInput(
-        claims=pa.Table.from_pandas(claims[list(input_schema.names)], schema=input_schema, preserve_index=False),
-        staging=context.staging,
-        input_schema=input_schema,
-        validation=input_validation,
-        rows=len(claims),
-        truth=truth,
-        raw_for_evaluation=claims[["object_id", "value"]] if truth is not None else None,
-        clipped=clipped,
-        largest_object=int(claims_per_object.max()),
+    if int(totals.get(RELEASABLE_OBJECTS, 0)) == 0:
+        raise InputError(name, f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
+    staged = figures[(figures["entry"] == STAGED) & (figures["count"] > 0)].sort_values("key")
+    return CheckedClaims(
+        object_files=[side.file_for(int(index)) for index in staged["key"]],
+        input_schema=claims_schema(pa.int64() if object_integers else pa.string(), pa.int64()),
+        validation=validation, rows=int(totals.get(CLAIMS, 0)), objects=int(totals.get(OBJECTS, 0)), clipped=clipped,
+        largest_object=largest, sources=len(sources), fingerprint=fingerprint,
     )
 
 
-def clip_to_public_range(claims: pd.DataFrame, config: CrowdConfig) -> tuple[pd.DataFrame, int]:
-    """Claims clipped into ``privacy.value_range`` (and how many were outside), or, with
-    ``out_of_range: reject``, an error naming the first one's row and column (not its value)."""
-    low, high = config.privacy.value_range
-    outside = (claims["value"] < low) | (claims["value"] > high)
-    count = int(outside.sum())
-    if count and config.privacy.out_of_range == "reject":
-        row = int(claims.loc[outside, ROW_NUMBER].iloc[0]) if ROW_NUMBER in claims.columns else None
-        raise InputError(str(config.input.path), f"a value lies outside privacy.value_range [{low}, {high}] "
-                         f"({count} claims do; privacy.out_of_range is 'reject')", row=row,
-                         column=config.input.columns.value)
-    return claims.assign(value=claims["value"].clip(low, high)), count
+def _problem_line(code: int, settings: CrowdInput, count: int) -> tuple[str, str]:
+    canonical, message = PROBLEMS[code]
+    if count > 1:
+        message += f"; {count} rows in all"
+    return message, getattr(settings.columns, canonical)
+
+
+def _input_failure(engine: Engine, summary: Any, validation: Any, failing: list[int], by_code: dict[int, int],
+                   fragments: list[Fragment], settings: CrowdInput, name: str) -> PrivlakeError:
+    """The failing pass-1 gate's one line: the first failing check (in the suite's order) at its
+    first failing row (a distributed minimum over the rows the tasks flagged)."""
+    if not failing:
+        return InputError(name, "no rows (empty input)")
+    code = failing[0]
+    first = engine.first_row(engine.map_batches(summary, problem_rows, crowd_input_summary_schema(), side=code), ROW_ID)
+    message, column = _problem_line(code, settings, by_code.get(code, 0))
+    if first is None:
+        return InputError(name, message, column=column)
+    return row_error(fragments, int(first[ROW_ID]), message, column=column)
+
+
+def _located(rows: pd.DataFrame, code: int, fragments: list[Fragment], settings: CrowdInput,
+             count: int, message: str | None = None) -> PrivlakeError:
+    """A pass-2 problem at its first row over every bucket (the buckets' rows are few: collected)."""
+    chosen = rows[(rows["code"] == code) & rows[ROW_ID].notna()].sort_values(ROW_ID)
+    first = chosen.iloc[0]
+    row_id = int(first[ROW_ID])
+    if code == DUPLICATE:
+        text = PROBLEMS[DUPLICATE][1]
+        earlier_file, earlier_row = row_location(fragments, int(first["detail"]))
+        file, _ = row_location(fragments, row_id)
+        where = f"row {earlier_row}" if earlier_file == file else f"{earlier_file}, row {earlier_row}"
+        text += f"; the same {settings.columns.object_id} and {settings.columns.source_id} as {where}"
+        if count > 1:
+            text += f"; {count} duplicate claims in all"
+        return row_error(fragments, row_id, text)
+    assert message is not None
+    column = settings.columns.value if code == OUT_OF_RANGE else settings.columns.object_id
+    detail = int(first["detail"]) if pd.notna(first["detail"]) else 0
+    return row_error(fragments, row_id, message.format(detail=detail), column=column)
 
 
 @dataclass(frozen=True)
@@ -332,15 +485,14 @@ class StagedClaims:
     bounded_rows: int | None
 
 
-def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engine) -> StagedClaims:
-    """Steps 3 and 4 of the module docstring: stage the claims by object (after the contribution
-    bound, with the source-level unit), prepare each object once and stage that as group files."""
-    privacy, timer = context.config.privacy, context.timer
-    input_schema, staging = prepared.input_schema, prepared.staging
+def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine) -> StagedClaims:
+    """Step 4 of the module docstring: the group files the input pass staged (after the
+    contribution bound, with the source-level unit), each object prepared once and staged again."""
+    privacy, timer, staging = context.config.privacy, context.timer, context.staging
+    input_schema = checked.input_schema
     bounded_rows = None
+    claims = engine.read_groups(checked.object_files, "object_id", input_schema)
     if privacy.max_objects_per_source is not None:
-        with timer.stage("stage input"):
-            claims = engine.read_parquet([_stage_single_file(prepared.claims, staging / "input")], input_schema)
         with timer.stage("bound contributions"):
             claims = engine.map_groups(
                 claims, "source_id", bound_block, input_schema,
@@ -348,10 +500,6 @@ def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engin
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
-    else:
-        with timer.stage("stage input"):
-            object_files = write_group_files(prepared.claims, "object_id", staging / "input", engine.parallelism)
-            claims = engine.read_groups(object_files, "object_id", input_schema)
     with timer.stage("prepare objects"):
         schema = prepared_schema(input_schema)
         prepared_claims = engine.map_groups(
@@ -365,7 +513,7 @@ def stage_claims(context: ReleaseContext, prepared: PreparedInput, engine: Engin
 
 
 def global_source_quality(
-    context: ReleaseContext, staged: StagedClaims, prepared: PreparedInput, engine: Engine
+    context: ReleaseContext, staged: StagedClaims, checked: CheckedClaims, engine: Engine
 ) -> tuple[SourceQuality, int]:
     """Step 5: the private source qualities ``g_s`` (uniform for the methods that do not use them)
     and the iterations run."""
@@ -376,12 +524,12 @@ def global_source_quality(
     private = PrivateSourceQuality(
         iterations=settings.iterations,
         epsilon_per_iteration=settings.epsilon / settings.iterations,
-        largest_object=prepared.largest_object,
+        largest_object=checked.largest_object,
         secret=context.secret,
         release_id=context.release_id,
         objects_per_unit=config.privacy.max_objects_per_source if config.privacy.unit == "source" else 1,
     )
-    loss_schema = source_loss_schema(prepared.input_schema.field("source_id").type)
+    loss_schema = source_loss_schema(checked.input_schema.field("source_id").type)
 
     def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
         contributions = engine.map_groups(
@@ -417,13 +565,69 @@ def synthesis_side(context: ReleaseContext, plan: CrowdPlan, quality: SourceQual
     )
 
 
+@dataclass(frozen=True)
+class CheckedOutput:
+    """What the output pass reduced on the engine: the gate's metrics, suppression reasons, the
+    report's sample objects and the evaluation's released medians (bounded)."""
+
+    metrics: dict[str, int]
+    totals: dict[int, int]
+    reasons: dict[str, int]
+    sample_ids: list[Any]
+    released_medians: pd.Series
+
+
+def check_output(engine: Engine, outcome: Collection, object_type: pa.DataType, side: OutputSide) -> CheckedOutput:
+    """One ``map_groups`` over the outcome's group files (no shuffle: each file holds whole objects)
+    and small reductions: the driver never holds the released claims or the object table."""
+    schema = crowd_output_summary_schema(object_type)
+    rows = engine.persist(engine.map_groups(outcome, "object_id", output_block, schema, side=side))
+    try:
+        sums = engine.sum_by_key(engine.map_batches(rows, output_metric_entries, CROWD_METRICS_SCHEMA), "code", ["count"])
+        totals = {int(code): int(count) for code, count in zip(sums["code"], sums["count"], strict=True)}
+        reasons = engine.sum_by_key(engine.map_batches(rows, reason_entries, CROWD_REASONS_SCHEMA), "reason", ["count"])
+        samples = engine.collect(engine.map_batches(rows, output_entries, schema, side=SAMPLE))
+        medians = engine.collect(engine.map_batches(rows, output_entries, schema, side=EVALUATION))
+    finally:
+        engine.unpersist(rows)
+    metrics = {name: totals.get(code, 0) for code, name in OUTPUT_METRIC_NAMES.items()}
+    sample_ids = sorted(pd.unique(samples["object_id"]).tolist())[:SAMPLE_OBJECTS]
+    released_medians = pd.Series(medians["value"].to_numpy(np.float64), index=medians["object_id"].to_numpy()).sort_index()
+    return CheckedOutput(metrics, totals, {str(reason): int(count) for reason, count in
+                                           zip(reasons["reason"], reasons["count"], strict=True)},
+                         sample_ids, released_medians)
+
+
+def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth: pd.Series | None,
+                     objects: int = 0, sampled_objects: int | None = None) -> dict[str, Any]:
+    """Utility figures for the operator record (computed on the raw data: internal, not DP), from
+    per-object medians reduced on the engine over the evaluation's keyed sample of at most about
+    ``EVALUATION_OBJECTS`` objects (all of them when there are fewer)."""
+    report: dict[str, Any] = {"note": "computed from the raw input; internal utility report, not privacy-protected"}
+    if truth is None:
+        return report
+    common = released_medians.index.intersection(truth.index)
+    report["truth_objects"] = int(len(common))
+    if sampled_objects is not None and sampled_objects < objects:
+        report["sample"] = {"objects": int(objects), "cap": EVALUATION_OBJECTS,
+                            "note": "a keyed sample of the objects (hash of the object id under the release id)"}
+    if len(common):
+        report["truth_mae_released_median"] = float(truth_mean_absolute_error(released_medians.loc[common], truth))
+        report["truth_mae_raw_median_same_objects"] = float(truth_mean_absolute_error(raw_medians.loc[common], truth))
+    return report
+
+
 def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedInput, engine: Engine) -> ReleaseResult:
-    """Steps 3–7: stage, weights, synthesis, staged output, output validation, manifest."""
+    """Steps 2–7: read and stage the input, weights, synthesis, staged output, output validation,
+    manifest."""
     config, timer = context.config, context.timer
     synthesis = config.synthesis
-    object_type = prepared.input_schema.field("object_id").type
-    staged = stage_claims(context, prepared, engine)
-    quality, iterations = global_source_quality(context, staged, prepared, engine)
+    with timer.stage("read and check input"):
+        checked = read_claims_on_engine(config, prepared, engine, input_fingerprint_key(context.lake))
+    object_type = checked.input_schema.field("object_id").type
+    truth = _read_truth(config, object_type)
+    staged = stage_claims(context, checked, engine)
+    quality, iterations = global_source_quality(context, staged, checked, engine)
     output_schema = synthetic_claims_schema(object_type)
     outcome_schema = synthesis_outcome_schema(object_type)
     with timer.stage("synthesize"):
@@ -431,37 +635,27 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
                                     side=synthesis_side(context, plan, quality), keeps_groups=True)
         outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
         outcome = engine.read_groups(outcome_files, "object_id", outcome_schema)
-        summary = engine.collect(engine.map_batches(outcome, summary_rows, outcome_schema))
     with timer.stage("write staging"):
         released = engine.map_batches(outcome, released_rows, output_schema)
         files = engine.write_parquet(released, prepared.staging / "data", output_schema)
 
+    fraction = 0.0 if truth is None else min(1.0, EVALUATION_OBJECTS / max(1, checked.objects))
+    side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
     with timer.stage("validate output"):
-        released_frame = (
-            storage.read_files(files).to_pandas()
-            if files
-            else output_schema.empty_table().to_pandas()
-        )
-        objects_table = pd.DataFrame(
-            {
-                "object_id": summary["object_id"],
-                "claims": summary["claims"].astype(np.int64),
-                "released": (summary["released"] > 0).to_numpy(),
-                "suppressed": summary["suppressed"].astype(bool).to_numpy(),
-            }
-        )
-        output_validation = validate_crowd_output(
-            released_frame, objects_table, claims_per_object=synthesis.claims_per_object, k=config.privacy.k
-        )
-    evaluation = (
-        evaluate_release(released_frame, prepared.raw_for_evaluation, prepared.truth)
-        if prepared.truth is not None
-        else {}
-    )
+        output = check_output(engine, outcome, object_type, side)
+        output_validation = validate_crowd_output_metrics(output.metrics, claims_per_object=synthesis.claims_per_object,
+                                                          k=config.privacy.k)
+    evaluation: dict[str, Any] = {}
+    if truth is not None:
+        input_claims = engine.read_groups(checked.object_files, "object_id", checked.input_schema)
+        raw = engine.collect(engine.map_groups(input_claims, "object_id", raw_median_block, crowd_medians_schema(object_type),
+                                               side=side))
+        raw_medians = pd.Series(raw["value"].to_numpy(np.float64), index=raw["object_id"].to_numpy()).sort_index()
+        evaluation = evaluate_release(output.released_medians, raw_medians, truth, checked.objects,
+                                      len(raw_medians))
 
-    suppressed = summary[summary["suppressed"]]
-    released_objects = summary[~summary["suppressed"]]
-    attempts = int(released_objects["attempts"].sum())
+    totals = output.totals
+    attempts = totals.get(OUT_ATTEMPTS, 0)
     guarantee = plan.guarantee
     manifest: dict[str, Any] = {
         **context.manifest_identity(),
@@ -470,9 +664,9 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "delta": guarantee["delta"],
         "privacy_unit": guarantee["privacy_unit"],
         "guarantee": guarantee,
-        "rows": int(len(released_frame)),
-        "objects_released": int(len(released_objects)),
-        "objects_suppressed": int(len(suppressed)),
+        "rows": totals.get(OUT_ROWS, 0),
+        "objects_released": totals.get(OUT_RELEASED, 0),
+        "objects_suppressed": totals.get(OUT_SUPPRESSED, 0),
         "claims_per_object": synthesis.claims_per_object,
         "bandwidth": plan.bandwidth,
         "engine": engine.name,
@@ -481,27 +675,44 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     }
     internal = {
         "note": "computed from the raw claims: operator figures outside the release's guarantee",
-        "input_rows": prepared.rows,
+        "input_rows": checked.rows,
         "input_rows_after_contribution_bound": staged.bounded_rows,
-        "clipped_to_value_range": prepared.clipped,
-        "largest_object": prepared.largest_object,
-        "suppressed_reasons": {str(k): int(v) for k, v in suppressed["reason"].value_counts().items()},
+        "clipped_to_value_range": checked.clipped,
+        "largest_object": checked.largest_object,
+        "suppressed_reasons": output.reasons,
         "candidate_attempts": attempts,
-        "pass_rate": (float(released_objects["released"].sum()) / attempts) if attempts else None,
-        "fallback_claims": int(released_objects["fallbacks"].sum()),
-        "capped_claims": int(released_objects["capped"].sum()),
+        "pass_rate": (float(totals.get(OUT_RELEASED_CLAIMS, 0)) / attempts) if attempts else None,
+        "fallback_claims": totals.get(OUT_FALLBACKS, 0),
+        "capped_claims": totals.get(OUT_CAPPED, 0),
         "global_weights": {"iterations": iterations, "sources": int(len(quality.source_ids))},
-        "validation": {"input": prepared.validation.to_json()},
+        "validation": {"input": checked.validation.to_json()},
+        "input_fingerprint": checked.fingerprint,
         "evaluation": evaluation,
         # `privlake report`: a few released objects' learned densities (a curve each, never claims)
-        "report": learned_density_samples(
-            prepared.claims, released_frame,
-            lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),
-                                         synthesis_side(context, plan, quality)),
-            plan.bandwidth, tuple(config.privacy.value_range), prepared.truth),
+        "report": _density_samples(context, plan, quality, engine, checked, outcome, output, truth),
     }
     return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)
+
+
+def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQuality, engine: Engine,
+                     checked: CheckedClaims, outcome: Collection, output: CheckedOutput,
+                     truth: pd.Series | None) -> dict[str, Any]:
+    """The report's learned densities of the first ``SAMPLE_OBJECTS`` released objects: only those
+    objects' claims and released claims come to the driver (each object at most the largest object's
+    claims)."""
+    ids = output.sample_ids
+    input_claims = engine.read_groups(checked.object_files, "object_id", checked.input_schema)
+    own = engine.collect(engine.map_batches(input_claims, objects_among, checked.input_schema, side=ids))
+    outcome_schema = synthesis_outcome_schema(checked.input_schema.field("object_id").type)
+    released = engine.collect(engine.map_batches(outcome, objects_among, outcome_schema, side=ids))
+    released = released[released["claim_index"] >= 0]
+    claims = pa.Table.from_pandas(own, schema=checked.input_schema, preserve_index=False)
+    return learned_density_samples(
+        claims, released[["object_id", "claim_index", "value"]],
+        lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),
+                                     synthesis_side(context, plan, quality)),
+        plan.bandwidth, tuple(context.config.privacy.value_range), truth)
 
 
 def summary_line(manifest: dict[str, Any]) -> str:

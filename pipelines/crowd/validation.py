@@ -7,6 +7,7 @@ checks the per-object counts frame."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,13 +17,16 @@ from pipelines.platform.validation import (
     ValidationIssue,
     ValidationResult,
     run_suites,
+    validate_metrics,
     with_row_numbers,
 )
 from schemas.crowd.expectations import (
     LISTED_COLUMN,
     RELEASED_CLAIMS_COLUMN,
+    crowd_input_metric_suites,
     crowd_input_suites,
     crowd_output_claims_suites,
+    crowd_output_metric_suites,
     crowd_output_objects_suites,
     crowd_output_per_object_suite,
 )
@@ -80,3 +84,17 @@ def validate_crowd_output(
     per_object_writer = IssueWriter(None, {}, "per_object")
     per_object_writer.add(counts, crowd_output_per_object_suite(claims_per_object, k))
     return result.merged(per_object_writer.result())
+
+
+def validate_crowd_input_metrics(metrics: Mapping[str, Any], *, file_name: str,
+                                 duplicates_policy: str) -> ValidationResult:
+    """The crowd input gate on the metrics the engine computed over the whole input (issue 15):
+    Great Expectations on a one-row frame (``validation.validate_metrics``)."""
+    return validate_metrics(metrics, crowd_input_metric_suites(duplicates_policy), "input", file_name)
+
+
+def validate_crowd_output_metrics(metrics: Mapping[str, Any], *, claims_per_object: int, k: int) -> ValidationResult:
+    """The crowd output gate on the metrics the engine computed over the outcome (released claims
+    and object table, counted per block of whole objects): the released claims are never read
+    whole on the driver."""
+    return validate_metrics(metrics, crowd_output_metric_suites(claims_per_object, k), "output")

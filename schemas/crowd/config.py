@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from schemas.base import EngineSettings, LakeSetting, StrictModel, refuse_budget_key
+from schemas.sources import SourceSpec
 
 
 class ColumnMapping(StrictModel):
@@ -24,14 +25,18 @@ class ColumnMapping(StrictModel):
     value: str = "value"
 
 
-class CrowdInput(StrictModel):
-    path: Path
-    format: Literal["csv", "parquet"] = "csv"
+class CrowdInput(SourceSpec):
+    """Where the claims are (``schemas/sources.py``, issue 15): ``path`` — one file, a folder of
+    files (hive partition folders such as ``day=2026-12-01/`` become columns ``columns`` may name)
+    or a glob — or an Iceberg ``table`` of ``lake`` at ``snapshot_id`` with ``row_filter``; read
+    where they live, by the engine. ``format`` is inferred from the files' suffixes; a single file
+    without a known suffix is read as CSV (the format a crowd input always defaulted to)."""
+
     columns: ColumnMapping = ColumnMapping()
     duplicates: Literal["reject", "keep_last", "mean"] = Field(
         "reject",
         description="two claims of one source on one object: reject the input, keep the last "
-        "one in file order, or replace them by their mean",
+        "one in input order (files in path order, rows in file order), or replace them by their mean",
     )
     small_objects: Literal["suppress", "reject"] = Field(
         "suppress",

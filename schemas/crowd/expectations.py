@@ -9,6 +9,8 @@ from schemas.expectations import (
     ExpectationSuiteSpec,
     columns_exist,
     finite,
+    metric_between,
+    metric_suite,
     spec,
 )
 
@@ -167,3 +169,76 @@ def crowd_output_per_object_suite(claims_per_object: int, k: int) -> Expectation
         ),
         ("object_id",),
     )
+
+
+CROWD_INPUT_METRICS = (
+    "rows", "boolean_object_ids", "fractional_object_ids", "boolean_source_ids", "fractional_source_ids",
+    "boolean_values", "non_numeric_values", "object_id_nulls", "source_id_nulls", "missing_values",
+    "infinite_values", "duplicate_claims",
+)
+"""The metrics the engine computes over a crowd input (``pipelines/crowd/engine_input.py``): rows
+read and rows with each problem, in the order the checks report them."""
+
+
+def crowd_input_metric_suites(duplicates_policy: str) -> list[ExpectationSuiteSpec]:
+    """The crowd input gate on the engine's metrics (issue 15): at least one claim; ids integers or
+    text, values numbers; no null id; every value finite; and, with the duplicates policy
+    ``reject``, at most one claim per (object, source). A failing check is reported at its first
+    failing row, which the engine located."""
+    if duplicates_policy not in DUPLICATES_POLICIES:
+        raise ValueError(
+            f"duplicates policy must be one of {', '.join(DUPLICATES_POLICIES)}, got {duplicates_policy!r}"
+        )
+    checks = [
+        metric_between("rows", "no rows (empty input)", min_value=1),
+        metric_between("boolean_object_ids", "identifiers must be integers or text, not booleans", max_value=0),
+        metric_between("fractional_object_ids", "identifiers must be integers or text, not fractional numbers",
+                       max_value=0),
+        metric_between("boolean_source_ids", "identifiers must be integers or text, not booleans", max_value=0),
+        metric_between("fractional_source_ids", "identifiers must be integers or text, not fractional numbers",
+                       max_value=0),
+        metric_between("boolean_values", "values must be numbers, not booleans", max_value=0),
+        metric_between("non_numeric_values", "value is not a number", max_value=0),
+        metric_between("object_id_nulls", "object id is null", max_value=0),
+        metric_between("source_id_nulls", "source id is null", max_value=0),
+        metric_between("missing_values", "value is missing or not a number (NaN)", max_value=0),
+        metric_between("infinite_values", "value is infinite", max_value=0),
+    ]
+    if duplicates_policy == "reject":
+        checks.append(metric_between(
+            "duplicate_claims",
+            "duplicate claim: the same source claimed this object before (duplicates policy 'reject')", max_value=0))
+    return metric_suite("crowd_input_metrics", CROWD_INPUT_METRICS, tuple(checks))
+
+
+CROWD_OUTPUT_METRICS = (
+    "released_claims", "objects", "objects_released", "objects_suppressed", "objects_above_m_claims",
+    "released_objects_below_k", "suppressed_objects_with_claims", "unreleased_objects_with_claims",
+    "objects_released_and_suppressed", "objects_missing_from_the_object_table", "objects_listed_twice",
+    "null_object_ids", "non_finite_values", "claim_indices_outside_m",
+)
+"""The metrics the engine computes over a crowd release's outcome (released claims and the object
+table), per block of whole objects, summed."""
+
+
+def crowd_output_metric_suites(claims_per_object: int, k: int) -> list[ExpectationSuiteSpec]:
+    """The crowd output gate on the engine's metrics: the checks of :func:`crowd_output_claims_suites`
+    and :func:`crowd_output_per_object_suite`, counted over the outcome where it lives."""
+    return metric_suite("crowd_output_metrics", CROWD_OUTPUT_METRICS, (
+        metric_between("null_object_ids", "object id is null", max_value=0),
+        metric_between("non_finite_values", "synthetic value is missing, not a number or infinite", max_value=0),
+        metric_between("claim_indices_outside_m", f"claim index outside [0, {claims_per_object})", max_value=0),
+        metric_between("objects_listed_twice", "object listed more than once", max_value=0),
+        metric_between("objects_above_m_claims", f"object has more than m = {claims_per_object} synthetic claims",
+                       max_value=0),
+        metric_between("released_objects_below_k", f"object is released with fewer than k = {k} input claims",
+                       max_value=0),
+        metric_between("suppressed_objects_with_claims", "suppressed object has synthetic claims in the release",
+                       max_value=0),
+        metric_between("unreleased_objects_with_claims",
+                       "object not marked released has synthetic claims in the release", max_value=0),
+        metric_between("objects_released_and_suppressed", "object is marked both released and suppressed",
+                       max_value=0),
+        metric_between("objects_missing_from_the_object_table",
+                       "synthetic claims of an object missing from the object table", max_value=0),
+    ))

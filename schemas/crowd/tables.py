@@ -56,3 +56,72 @@ SOURCE_LOSS_SCHEMA_FIELDS = [("loss_fixed", pa.int64()), ("objects", pa.int64())
 def source_loss_schema(source_id_type: pa.DataType) -> pa.Schema:
     """Per-source partial sums of one global-weights iteration (map-by-object output)."""
     return pa.schema([pa.field("source_id", source_id_type)] + [pa.field(n, t) for n, t in SOURCE_LOSS_SCHEMA_FIELDS])
+
+
+ROW_ID = "ROW_ID"
+"""The platform's row identifier (``pipelines/platform/sources.py``): ``fragment << 40 | row``."""
+
+
+def crowd_input_summary_schema() -> pa.Schema:
+    """What one input fragment's task returns (``pipelines/crowd/engine_input.py``, pass 1):
+    metrics (``code``, ``count``, the first failing row's ``ROW_ID``), the fragment's
+    fingerprint, and its distinct source ids (as integers or as text, whichever the fragment's
+    ids were)."""
+    return pa.schema([
+        pa.field("entry", pa.int32(), nullable=False),
+        pa.field("code", pa.int32(), nullable=False),
+        pa.field(ROW_ID, pa.int64()),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("fingerprint", pa.string()),
+        pa.field("source_int", pa.int64()),
+        pa.field("source_text", pa.string()),
+    ])
+
+
+def crowd_sources_schema(source_id_type: pa.DataType) -> pa.Schema:
+    """Distinct source ids with a count (the engine's distinct over the fragments' summaries)."""
+    return pa.schema([pa.field("source_id", source_id_type), pa.field("count", pa.int64())])
+
+
+CROWD_METRICS_SCHEMA = pa.schema([pa.field("code", pa.int64()), pa.field("count", pa.int64())])
+"""Metric partial counts, summed per ``code`` by ``sum_by_key``."""
+
+
+def crowd_group_summary_schema() -> pa.Schema:
+    """What one object bucket's task returns (pass 2: duplicates, clipping, per-object counts):
+    metrics with a first ``ROW_ID`` and a ``detail`` (the earlier row of a duplicate, the claims of
+    a small object), per-source object counts (``key`` = source code) and the staged file's rows
+    (``key`` = bucket)."""
+    return pa.schema([
+        pa.field("entry", pa.int32(), nullable=False),
+        pa.field("code", pa.int32(), nullable=False),
+        pa.field(ROW_ID, pa.int64()),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("detail", pa.int64()),
+        pa.field("key", pa.int64()),
+    ])
+
+
+def crowd_output_summary_schema(object_id_type: pa.DataType) -> pa.Schema:
+    """What the output check returns per block of released objects: metric counts, suppression
+    reasons, a few released object ids (the report's sample objects) and the released median of
+    the evaluation's sampled objects."""
+    return pa.schema([
+        pa.field("entry", pa.int32(), nullable=False),
+        pa.field("code", pa.int64(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("object_id", object_id_type),
+        pa.field("value", pa.float64()),
+        pa.field("reason", pa.string()),
+    ])
+
+
+CROWD_REASONS_SCHEMA = pa.schema([pa.field("reason", pa.string()), pa.field("count", pa.int64())])
+"""Suppressed objects per reason."""
+CROWD_FINGERPRINTS_SCHEMA = pa.schema([pa.field("code", pa.int64()), pa.field("fingerprint", pa.string())])
+"""Each fragment's (keyed) fingerprint, by ordinal."""
+
+
+def crowd_medians_schema(object_id_type: pa.DataType) -> pa.Schema:
+    """Per-object medians (the evaluation's keyed sample)."""
+    return pa.schema([pa.field("object_id", object_id_type), pa.field("value", pa.float64())])

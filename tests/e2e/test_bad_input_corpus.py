@@ -163,10 +163,10 @@ BILLION_LAUGHS = "kind: crowd\n" + "\n".join(
 CROWD_CASES = [
     # files
     Case("missing file", "crowd", lambda d: Built(write_config(d, d / "nope.csv", d / "lake"), d / "lake"),
-         says=("nope.csv", "file not found")),
-    Case("input is a folder", "crowd",
+         says=("nope.csv", "file or folder not found")),
+    Case("input is an empty folder", "crowd",
          lambda d: (d / "folder.csv").mkdir() or Built(write_config(d, d / "folder.csv", d / "lake"), d / "lake"),
-         says=("folder.csv", "is not a file")),
+         says=("folder.csv", "no data files in the folder")),
     Case("empty file", "crowd", crowd_text(""), says=("claims.csv", "empty file")),
     Case("blank lines only", "crowd", crowd_text("\n\n\n"), says=("claims.csv", "empty file")),
     Case("header only", "crowd", crowd_text("question,worker,answer\n"), says=("no rows",)),

@@ -42,7 +42,7 @@ def test_failing_output_goes_to_quarantine_and_is_refunded(
         issue = ValidationIssue(None, None, "value", "synthetic value out of range (injected)")
         return ValidationResult(False, [], [issue])
 
-    monkeypatch.setattr(crowd_pipeline, "validate_crowd_output", failing_gate)
+    monkeypatch.setattr(crowd_pipeline, "validate_crowd_output_metrics", failing_gate)
     lake = tmp_path / "lake"
     config = write_config(tmp_path, claims_csv, lake)
     code = main(["run", str(config), "--release-id", "doomed-1"])

@@ -1,0 +1,570 @@
+"""Worker side of the crowd input (issue 15): the claims read, checked, canonicalized and staged
+where the engine runs its tasks; only small summaries leave a task.
+
+Two passes, each a ``map_fragments`` job:
+
+1. :func:`read_claims_fragment`, one task per input fragment (a file, or one data file of an
+   Iceberg scan; ``pipelines/platform/sources.py``): reads the mapped columns with the platform's
+   ``ROW_ID``; types the ids as the single-file reader always did (``pipelines/crowd/input.py``:
+   integers when every non-null id of the fragment is an integer — an integer column, a float
+   column of whole numbers, or text of at most 18 digits — else text as written) and parses the
+   values (numbers; text through ``pd.to_numeric``, ``nan`` a missing value); flags every bad row
+   by problem (:data:`PROBLEMS`: boolean or fractional ids, boolean or non-numeric values, null
+   ids, missing or infinite values); writes its good claims hashed by object into buckets (one
+   Arrow IPC file per fragment, one record batch per bucket, as ``repeated_keys`` does for keys;
+   an object id that reads as an integer is hashed by its integer value, any other by its text, so
+   an object lands in one bucket whichever way a fragment typed it); fingerprints its file (keyed).
+   It returns metrics (each problem's count with its first ``ROW_ID``), the kinds of its ids, its
+   distinct source ids and its fingerprint.
+2. :func:`stage_object_bucket`, one task per bucket: bucket *b* of every fragment's file, the ids
+   reconciled to the input's kinds (:class:`GroupSide`: integers only if every fragment's were; a
+   fragment's integers are otherwise their decimal text), in input order (``ROW_ID``); the
+   duplicates policy (``reject``: the repeats counted with the first repeating row and the row it
+   repeats; ``keep_last``: the largest ``ROW_ID``; ``mean``: the mean at the first row's place —
+   ``apply_duplicates_policy``, the single-file code, on whole objects); clipping into the public
+   value range (counted, with the first row outside); dense source codes (positions in the sorted
+   distinct source ids the driver reduced from pass 1); per-object counts (objects, objects with at
+   least ``k`` claims, the largest object, the first small object with its claim count) and objects
+   per source. The canonical claims ``(object_id, source_id code, value)`` are written as one group
+   file per bucket (whole objects, sorted by object) that ``read_groups`` reads for every later job.
+
+:func:`output_block` runs on the synthesis outcome (``map_groups`` by object over its group files):
+the output gate's metrics per block, the suppression reasons, the smallest released object ids (the
+report's sample objects) and released medians for the evaluation's sampled objects — so the driver
+never reads the released claims whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.crowd.input import apply_duplicates_policy
+from pipelines.engines import storage
+from pipelines.engines.storage import Where
+from pipelines.platform.errors import InputError
+from pipelines.platform.repeated_keys import bucket_ids
+from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint, read_fragment
+from schemas.crowd.tables import (
+    claims_schema,
+    crowd_group_summary_schema,
+    crowd_input_summary_schema,
+)
+from schemas.tables import ROW_NUMBER
+
+METRIC, FINGERPRINT, SOURCE, SOURCE_OBJECTS, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 3, 4, 5, 6, 7, 8
+"""What a summary row is (its ``entry``)."""
+
+ROWS = 0
+OBJECT_BOOLEAN, OBJECT_FRACTIONAL, SOURCE_BOOLEAN, SOURCE_FRACTIONAL, VALUE_BOOLEAN, VALUE_NOT_NUMBER = 1, 2, 3, 4, 5, 6
+OBJECT_NULL, SOURCE_NULL, VALUE_MISSING, VALUE_INFINITE, DUPLICATE = 7, 8, 9, 10, 11
+OUT_OF_RANGE, SMALL_OBJECT = 12, 13
+INTEGER_OBJECT_IDS, TEXT_OBJECT_IDS, INTEGER_SOURCE_IDS, TEXT_SOURCE_IDS = 14, 15, 16, 17
+CLAIMS, OBJECTS, RELEASABLE_OBJECTS, LARGEST_OBJECT = 20, 21, 22, 23
+"""Metric codes. 1-11 are the input gate's checks in the order the single-file release reported
+them (parse problems by column, then nulls, non-finite values, duplicates); 12 and 13 the value range
+and small objects (rejected by policy); 14-17 count fragments by the kind of their ids; 20-23 the
+per-object figures of pass 2 (``LARGEST_OBJECT`` is a maximum: reduced by ``max``)."""
+
+PROBLEMS: dict[int, tuple[str, str]] = {
+    OBJECT_BOOLEAN: ("object_id", "identifiers must be integers or text, not booleans"),
+    OBJECT_FRACTIONAL: ("object_id", "identifiers must be integers or text, not fractional numbers"),
+    SOURCE_BOOLEAN: ("source_id", "identifiers must be integers or text, not booleans"),
+    SOURCE_FRACTIONAL: ("source_id", "identifiers must be integers or text, not fractional numbers"),
+    VALUE_BOOLEAN: ("value", "values must be numbers, not booleans"),
+    VALUE_NOT_NUMBER: ("value", "value is not a number"),
+    OBJECT_NULL: ("object_id", "object id is null"),
+    SOURCE_NULL: ("source_id", "source id is null"),
+    VALUE_MISSING: ("value", "value is missing or not a number (NaN)"),
+    VALUE_INFINITE: ("value", "value is infinite"),
+    DUPLICATE: ("object_id", "duplicate claim: the same source claimed this object before (duplicates policy 'reject')"),
+}
+"""Each row-located problem's canonical column and message (the driver words the located line)."""
+METRIC_NAMES = {
+    ROWS: "rows", OBJECT_BOOLEAN: "boolean_object_ids", OBJECT_FRACTIONAL: "fractional_object_ids",
+    SOURCE_BOOLEAN: "boolean_source_ids", SOURCE_FRACTIONAL: "fractional_source_ids",
+    VALUE_BOOLEAN: "boolean_values", VALUE_NOT_NUMBER: "non_numeric_values", OBJECT_NULL: "object_id_nulls",
+    SOURCE_NULL: "source_id_nulls", VALUE_MISSING: "missing_values", VALUE_INFINITE: "infinite_values",
+    DUPLICATE: "duplicate_claims",
+}
+"""The input gate's metrics (``schemas/crowd/expectations.py:crowd_input_metric_suites``)."""
+INPUT_PASS_PROBLEMS = tuple(code for code in PROBLEMS if code != DUPLICATE)
+_INTEGER_TEXT = r"^[+-]?\d{1,18}$"
+INTEGER, TEXT = 1, 2
+
+
+@dataclass(frozen=True)
+class ClaimsReading:
+    """The side value of :func:`read_claims_fragment`: the file's columns for object, source and
+    value; where the bucketed claims go and into how many buckets; the fingerprints' key."""
+
+    object_column: str
+    source_column: str
+    value_column: str
+    folder: Where
+    buckets: int
+    fingerprint_key: bytes | None = None
+    """32 bytes: key material, kept out of pickled side values by the engines."""
+
+    def file_for(self, ordinal: int) -> Where:
+        return self.folder / f"claims-{ordinal:07d}.arrow"
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return {self.object_column: "object_id", self.source_column: "source_id", self.value_column: "value"}
+
+
+def _mapped_column_missing(error: InputError, side: ClaimsReading) -> InputError:
+    """The platform reader's "no such column" in the words of a mapped input."""
+    if error.column in side.roles and error.message.startswith("the file has no such column"):
+        found = error.message.removeprefix("the file has no such column").strip().strip("()")
+        found = found.replace("it has:", "the file has:", 1)
+        return InputError(error.file, f"mapped column '{error.column}' (for {side.roles[error.column]}) is missing; "
+                                      f"{found}", column=error.column)
+    return error
+
+
+def _series(column: pa.ChunkedArray) -> pd.Series:
+    combined = column.combine_chunks()
+    if pa.types.is_dictionary(combined.type):
+        combined = combined.dictionary_decode()
+    return combined.to_pandas()
+
+
+def _identifiers(column: pa.ChunkedArray, codes: tuple[int, int, int],
+                 problems: dict[int, np.ndarray]) -> tuple[np.ndarray, int | None]:
+    """A fragment's ids as the single-file reader typed them (``input.identifier_column``): int64
+    when every non-null id is an integer, else text; flags booleans, fractional numbers and nulls
+    (``codes``). Flagged rows hold a placeholder."""
+    boolean, fractional, null = codes
+    series = _series(column)
+    rows = len(series)
+    nulls = series.isna().to_numpy()
+    problems[null] = nulls
+    if pd.api.types.is_bool_dtype(series):
+        problems[boolean] = ~nulls
+        return np.zeros(rows, dtype=np.int64), None
+    if pd.api.types.is_float_dtype(series):
+        numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            whole = np.isfinite(numbers) & (np.floor(numbers) == numbers) & (np.abs(numbers) < 2.0**63)
+        problems[fractional] = ~nulls & ~whole
+        values = np.zeros(rows, dtype=np.int64)
+        values[whole] = numbers[whole].astype(np.int64)
+        return values, INTEGER if (~nulls).any() else None
+    if pd.api.types.is_integer_dtype(series):
+        return series.to_numpy(dtype=np.int64), INTEGER
+    present = ~nulls
+    text = np.full(rows, "", dtype=object)
+    text[present] = series[present].astype(str).to_numpy(dtype=object)
+    if not present.any():
+        return text, None
+    is_integer = pd.Series(text[present]).str.fullmatch(r"[+-]?\d{1,18}")
+    if bool(is_integer.all()):
+        values = np.zeros(rows, dtype=np.int64)
+        values[present] = text[present].astype(np.int64)
+        return values, INTEGER
+    return text, TEXT
+
+
+def _values(column: pa.ChunkedArray, problems: dict[int, np.ndarray]) -> np.ndarray:
+    """The values as float64 as the single-file reader parsed them (``input._value_column``),
+    flagging booleans, non-numbers, missing (null or NaN) and infinite values."""
+    series = _series(column)
+    rows = len(series)
+    unusable = np.zeros(rows, dtype=bool)
+    if pd.api.types.is_bool_dtype(series):
+        problems[VALUE_BOOLEAN] = np.ones(rows, dtype=bool)
+        return np.zeros(rows)
+    if pd.api.types.is_numeric_dtype(series):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        text = series.astype(object)
+        numbers = pd.to_numeric(text, errors="coerce")
+        not_numeric = text.notna().to_numpy() & numbers.isna().to_numpy()
+        literal_nan = text.astype(str).str.strip().str.lower().isin(["nan", "+nan", "-nan"]).to_numpy()
+        unusable = not_numeric & ~literal_nan
+        problems[VALUE_NOT_NUMBER] = unusable
+        values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+        values[literal_nan] = np.nan
+    problems[VALUE_MISSING] = np.isnan(values) & ~unusable
+    problems[VALUE_INFINITE] = np.isinf(values)
+    return values
+
+
+def object_buckets(ids: np.ndarray, kind: int, buckets: int) -> np.ndarray:
+    """Each object's bucket: by its integer value when it reads as one (an integer id, or text of at
+    most 18 digits), else by its text — the same bucket however a fragment typed the object."""
+    if kind == INTEGER:
+        return bucket_ids(pa.array(ids, pa.int64()), buckets)
+    text = pa.array(ids, pa.string())
+    integral = pc.fill_null(pc.match_substring_regex(text, _INTEGER_TEXT), False).to_numpy(zero_copy_only=False)
+    result = np.zeros(len(ids), dtype=np.int64)
+    if integral.any():
+        result[integral] = bucket_ids(pa.array(ids[integral].astype(np.int64), pa.int64()), buckets)
+    if (~integral).any():
+        result[~integral] = bucket_ids(pa.array(ids[~integral], pa.string()), buckets)
+    return result
+
+
+def _write_buckets(table: pa.Table, buckets: np.ndarray, count: int, where: Where) -> None:
+    order = np.argsort(buckets, kind="stable")
+    ordered = table.take(pa.array(order))
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets, minlength=count))])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, ordered.schema) as writer:
+        for bucket in range(count):
+            start, stop = int(bounds[bucket]), int(bounds[bucket + 1])
+            writer.write_batch(pa.RecordBatch.from_arrays(
+                [column.combine_chunks().slice(start, stop - start) for column in ordered.columns],
+                schema=ordered.schema))
+    storage.write_bytes(where, sink.getvalue().to_pybytes())
+
+
+def _id_array(ids: np.ndarray, kind: int | None) -> pa.Array:
+    return pa.array(ids, pa.int64() if kind == INTEGER else pa.string())
+
+
+def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
+    """Pass 1 for one fragment (module docstring)."""
+    wanted = list(dict.fromkeys((side.object_column, side.source_column, side.value_column)))
+    try:
+        table = read_fragment(fragment, wanted)
+    except InputError as error:
+        raise _mapped_column_missing(error, side) from None
+    row_ids = table.column(ROW_ID).to_numpy()
+    problems: dict[int, np.ndarray] = {}
+    objects, object_kind = _identifiers(table.column(side.object_column),
+                                        (OBJECT_BOOLEAN, OBJECT_FRACTIONAL, OBJECT_NULL), problems)
+    sources, source_kind = _identifiers(table.column(side.source_column),
+                                        (SOURCE_BOOLEAN, SOURCE_FRACTIONAL, SOURCE_NULL), problems)
+    values = _values(table.column(side.value_column), problems)
+    bad = np.zeros(len(row_ids), dtype=bool)
+    for mask in problems.values():
+        bad |= mask
+    good = ~bad
+    rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "count": len(row_ids)}]
+    for code, mask in sorted(problems.items()):
+        if mask.any():
+            rows.append({"entry": METRIC, "code": code, ROW_ID: int(row_ids[int(np.flatnonzero(mask)[0])]),
+                         "count": int(mask.sum())})
+    for kind, codes in ((object_kind, (INTEGER_OBJECT_IDS, TEXT_OBJECT_IDS)),
+                        (source_kind, (INTEGER_SOURCE_IDS, TEXT_SOURCE_IDS))):
+        if kind is not None:
+            rows.append({"entry": METRIC, "code": codes[0] if kind == INTEGER else codes[1], "count": 1})
+    rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "count": 0,
+                 "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
+    schema = crowd_input_summary_schema()
+    summary = pa.Table.from_pylist(rows, schema=schema)
+    kept = np.flatnonzero(good)
+    object_ids, source_ids = objects[kept], sources[kept]
+    claims = pa.table({
+        "object_id": _id_array(object_ids, object_kind),
+        "source_id": _id_array(source_ids, source_kind),
+        "value": pa.array(values[kept], pa.float64()),
+        ROW_ID: pa.array(row_ids[kept], pa.int64()),
+    })
+    buckets = object_buckets(object_ids, object_kind or TEXT, side.buckets) if len(kept) else np.zeros(0, np.int64)
+    _write_buckets(claims, buckets, side.buckets, side.file_for(fragment.ordinal))
+    if not len(kept):
+        return summary
+    distinct = pd.unique(source_ids)
+    source_rows = pa.table({
+        "entry": pa.array(np.full(len(distinct), SOURCE, dtype=np.int32)),
+        "code": pa.array(np.zeros(len(distinct), dtype=np.int32)),
+        ROW_ID: pa.nulls(len(distinct), pa.int64()),
+        "count": pa.array(np.ones(len(distinct), dtype=np.int64)),
+        "fingerprint": pa.nulls(len(distinct), pa.string()),
+        "source_int": pa.array(distinct, pa.int64()) if source_kind == INTEGER else pa.nulls(len(distinct), pa.int64()),
+        "source_text": pa.array(distinct, pa.string()) if source_kind != INTEGER else pa.nulls(len(distinct), pa.string()),
+    }, schema=schema)
+    return pa.concat_tables([summary, source_rows])
+
+
+# ---- pass-1 summaries, reduced on the engine (batch functions) -------------------------------------
+
+def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == METRIC]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+
+
+def problem_rows(frame: pd.DataFrame, code: int) -> pd.DataFrame:
+    """The summary rows of one problem (for ``first_row``)."""
+    return frame[(frame["entry"] == METRIC) & (frame["code"] == code)].reset_index(drop=True)
+
+
+def fingerprint_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == FINGERPRINT]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "fingerprint": chosen["fingerprint"].to_numpy()})
+
+
+def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
+    """A fragment's distinct sources as the input's kind (``integers``: every fragment's source ids
+    were integers; else text, a fragment's integers as their decimal digits)."""
+    chosen = frame[frame["entry"] == SOURCE]
+    if integers:
+        ids: Any = chosen["source_int"].to_numpy(np.int64)
+    else:
+        as_int = chosen["source_int"]
+        ids = np.where(as_int.notna().to_numpy(), as_int.astype("Int64").astype(str).to_numpy(dtype=object),
+                       chosen["source_text"].to_numpy(dtype=object))
+    return pd.DataFrame({"source_id": ids, "count": np.ones(len(chosen), dtype=np.int64)})
+
+
+# ---- pass 2: one task per object bucket -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ObjectBucket:
+    """A pass-2 task: bucket ``index`` of every fragment's claims file."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class GroupSide:
+    """The side value of :func:`stage_object_bucket`."""
+
+    files: tuple[Where, ...]
+    object_integers: bool
+    source_integers: bool
+    sources: np.ndarray
+    """The input's distinct source ids, sorted: a source's code is its position."""
+    duplicates: str
+    value_range: tuple[float, float]
+    k: int
+    folder: Where
+    objects_per_source: bool = True
+    """Count each source's objects (the busiest source's check, for the source qualities)."""
+
+    def file_for(self, index: int) -> Where:
+        return self.folder / f"part-{index:05d}.parquet"
+
+
+def _bucket_batch(where: Where, index: int) -> pa.RecordBatch:
+    if isinstance(where, Path):  # read at offsets, not memory-mapped (repeated_keys does the same)
+        with pa.OSFile(str(where)) as source:
+            return pa.ipc.open_file(source).get_batch(index)
+    with storage.open_input(where) as source:
+        return pa.ipc.open_file(source).get_batch(index)
+
+
+def _reconciled(column: pa.Array, integers: bool) -> np.ndarray:
+    if integers:
+        return column.to_numpy(zero_copy_only=False).astype(np.int64)
+    if pa.types.is_integer(column.type):
+        return np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _metric(code: int, count: int, row_id: int | None = None, detail: int | None = None,
+            key: int | None = None, entry: int = METRIC) -> dict[str, Any]:
+    return {"entry": entry, "code": code, ROW_ID: row_id, "count": count, "detail": detail, "key": key}
+
+
+def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
+    """Pass 2 for one bucket (module docstring)."""
+    schema = crowd_group_summary_schema()
+    parts = [batch for batch in (_bucket_batch(file, task.index) for file in side.files) if batch.num_rows]
+    if not parts:
+        return schema.empty_table()
+    objects = np.concatenate([_reconciled(part.column(0), side.object_integers) for part in parts])
+    sources = np.concatenate([_reconciled(part.column(1), side.source_integers) for part in parts])
+    frame = pd.DataFrame({
+        "object_id": objects, "source_id": sources,
+        "value": np.concatenate([part.column(2).to_numpy(zero_copy_only=False) for part in parts]),
+        ROW_NUMBER: np.concatenate([part.column(3).to_numpy(zero_copy_only=False) for part in parts]),
+    }).sort_values(ROW_NUMBER, kind="mergesort", ignore_index=True)
+    rows: list[dict[str, Any]] = []
+    if side.duplicates == "reject":
+        repeated = frame.duplicated(["object_id", "source_id"], keep="first").to_numpy()
+        if repeated.any():
+            first = int(np.flatnonzero(repeated)[0])
+            key = frame.iloc[first]
+            same = (frame["object_id"] == key["object_id"]) & (frame["source_id"] == key["source_id"])
+            rows.append(_metric(DUPLICATE, int(repeated.sum()), int(frame[ROW_NUMBER].iloc[first]),
+                                int(frame.loc[same, ROW_NUMBER].min())))
+    else:
+        frame = apply_duplicates_policy(frame, side.duplicates)
+    low, high = side.value_range
+    outside = ((frame["value"] < low) | (frame["value"] > high)).to_numpy()
+    if outside.any():
+        rows.append(_metric(OUT_OF_RANGE, int(outside.sum()), int(frame[ROW_NUMBER].to_numpy()[outside].min())))
+        frame["value"] = frame["value"].clip(low, high)
+    codes = pd.Index(side.sources).get_indexer(frame["source_id"])
+    if (codes < 0).any():
+        raise RuntimeError("a source id missing from the input's distinct sources")
+    frame["source_id"] = codes.astype(np.int64)
+    counts = frame.groupby("object_id", sort=False).size()
+    rows += [_metric(CLAIMS, len(frame)), _metric(OBJECTS, len(counts)),
+             _metric(RELEASABLE_OBJECTS, int((counts >= side.k).sum())), _metric(LARGEST_OBJECT, int(counts.max()))]
+    small = counts[counts < side.k]
+    if len(small):
+        first_rows = frame.groupby("object_id", sort=False)[ROW_NUMBER].min().loc[small.index]
+        chosen = first_rows.idxmin()
+        rows.append(_metric(SMALL_OBJECT, len(small), int(first_rows.loc[chosen]), int(small.loc[chosen])))
+    per_source = frame.groupby("source_id", sort=True).size() if side.objects_per_source else pd.Series(
+        [], dtype=np.int64, index=pd.Index([], dtype=np.int64))
+    staged = frame.sort_values("object_id", kind="mergesort", ignore_index=True)
+    id_type = pa.int64() if side.object_integers else pa.string()
+    table = pa.Table.from_pandas(staged[["object_id", "source_id", "value"]], schema=claims_schema(id_type, pa.int64()),
+                                 preserve_index=False)
+    storage.write_table(table, side.file_for(task.index), row_group_size=1 << 18)
+    rows.append(_metric(task.index, len(staged), entry=STAGED, key=task.index))
+    summary = pa.Table.from_pylist(rows, schema=schema)
+    source_rows = pa.table({
+        "entry": pa.array(np.full(len(per_source), SOURCE_OBJECTS, dtype=np.int32)),
+        "code": pa.array(np.zeros(len(per_source), dtype=np.int32)),
+        ROW_ID: pa.nulls(len(per_source), pa.int64()),
+        "count": pa.array(per_source.to_numpy(np.int64)),
+        "detail": pa.nulls(len(per_source), pa.int64()),
+        "key": pa.array(per_source.index.to_numpy(np.int64)),
+    }, schema=schema)
+    return pa.concat_tables([summary, source_rows])
+
+
+def group_metric_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    """Pass 2's metric and staged-file rows (a few per bucket: collected)."""
+    return frame[frame["entry"].isin([METRIC, STAGED])].reset_index(drop=True)
+
+
+def source_object_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == SOURCE_OBJECTS]
+    return pd.DataFrame({"code": chosen["key"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+
+
+# ---- the output gate's metrics and the evaluation's sample (map_groups over the outcome) ---------
+
+OUT_ROWS, OUT_OBJECTS, OUT_RELEASED, OUT_SUPPRESSED = 0, 1, 2, 3
+OUT_ATTEMPTS, OUT_FALLBACKS, OUT_CAPPED, OUT_RELEASED_CLAIMS = 4, 5, 6, 7
+TOO_MANY_CLAIMS, RELEASED_BELOW_K, SUPPRESSED_WITH_CLAIMS, UNRELEASED_WITH_CLAIMS = 10, 11, 12, 13
+RELEASED_AND_SUPPRESSED, UNLISTED_OBJECTS, LISTED_TWICE, NULL_OBJECT_IDS = 14, 15, 16, 17
+NON_FINITE_VALUES, CLAIM_INDEX_OUTSIDE = 18, 19
+OUTPUT_METRIC_NAMES = {
+    OUT_ROWS: "released_claims", OUT_OBJECTS: "objects", OUT_RELEASED: "objects_released",
+    OUT_SUPPRESSED: "objects_suppressed", TOO_MANY_CLAIMS: "objects_above_m_claims",
+    RELEASED_BELOW_K: "released_objects_below_k", SUPPRESSED_WITH_CLAIMS: "suppressed_objects_with_claims",
+    UNRELEASED_WITH_CLAIMS: "unreleased_objects_with_claims", RELEASED_AND_SUPPRESSED: "objects_released_and_suppressed",
+    UNLISTED_OBJECTS: "objects_missing_from_the_object_table", LISTED_TWICE: "objects_listed_twice",
+    NULL_OBJECT_IDS: "null_object_ids", NON_FINITE_VALUES: "non_finite_values",
+    CLAIM_INDEX_OUTSIDE: "claim_indices_outside_m",
+}
+"""The output gate's metrics (``schemas/crowd/expectations.py:crowd_output_metric_suites``)."""
+SAMPLE_OBJECTS = 3
+EVALUATION_OBJECTS = 10_000
+"""The evaluation's cap: truth errors are taken over at most about this many objects (a keyed
+sample of the objects when there are more; all of them otherwise)."""
+
+
+@dataclass(frozen=True)
+class OutputSide:
+    claims_per_object: int
+    k: int
+    sample_fraction: float
+    """The evaluation's share of objects (1: all; 0: no evaluation)."""
+    sample_key: str
+
+
+def sampled(object_ids: Any, fraction: float, key: str) -> np.ndarray:
+    """The evaluation's keyed sample: objects whose hash under ``key`` (16 characters, from the
+    release id) falls below ``fraction`` — the same objects on every engine and split."""
+    values = np.asarray(object_ids)
+    if fraction >= 1.0:
+        return np.ones(len(values), dtype=bool)
+    if fraction <= 0.0 or not len(values):
+        return np.zeros(len(values), dtype=bool)
+    hashes = pd.util.hash_array(values.astype(object) if values.dtype == object else values, hash_key=key)
+    return (hashes >> np.uint64(11)).astype(np.float64) / float(1 << 53) < fraction
+
+
+def sample_key(release_id: str) -> str:
+    return hashlib.sha256(b"privlake-crowd-evaluation\0" + release_id.encode()).hexdigest()[:16]
+
+
+def output_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:
+    """One block of whole objects of the synthesis outcome (claims and the objects' summary rows)
+    → metric counts, reasons, sample ids and released medians (``crowd_output_summary_schema``)."""
+    summary = frame[frame["claim_index"] == -1]
+    claims = frame[frame["claim_index"] >= 0]
+    m = side.claims_per_object
+    per_object = claims.groupby("object_id", sort=False).size()
+    listed = summary.set_index("object_id")
+    released_flag = listed["released"] > 0 if len(listed) else pd.Series(dtype=bool)
+    suppressed_flag = listed["suppressed"].astype(bool) if len(listed) else pd.Series(dtype=bool)
+    released_claims = per_object.reindex(listed.index, fill_value=0) if len(listed) else pd.Series(dtype=np.int64)
+    index = claims["claim_index"].to_numpy()
+    values = claims["value"].to_numpy(np.float64)
+    counts = {
+        OUT_ROWS: len(claims), OUT_OBJECTS: len(summary),
+        OUT_RELEASED: int((~suppressed_flag).sum()), OUT_SUPPRESSED: int(suppressed_flag.sum()),
+        OUT_ATTEMPTS: int(listed.loc[~suppressed_flag, "attempts"].sum()) if len(listed) else 0,
+        OUT_FALLBACKS: int(listed.loc[~suppressed_flag, "fallbacks"].sum()) if len(listed) else 0,
+        OUT_CAPPED: int(listed.loc[~suppressed_flag, "capped"].sum()) if len(listed) else 0,
+        OUT_RELEASED_CLAIMS: int(listed.loc[~suppressed_flag, "released"].sum()) if len(listed) else 0,
+        TOO_MANY_CLAIMS: int((per_object > m).sum()),
+        RELEASED_BELOW_K: int((released_flag & (listed["claims"] < side.k)).sum()) if len(listed) else 0,
+        SUPPRESSED_WITH_CLAIMS: int((suppressed_flag & (released_claims > 0)).sum()) if len(listed) else 0,
+        UNRELEASED_WITH_CLAIMS: int((~released_flag & (released_claims > 0)).sum()) if len(listed) else 0,
+        RELEASED_AND_SUPPRESSED: int((released_flag & suppressed_flag).sum()) if len(listed) else 0,
+        UNLISTED_OBJECTS: int((~per_object.index.isin(listed.index)).sum()),
+        LISTED_TWICE: int(listed.index.duplicated().sum()),
+        NULL_OBJECT_IDS: int(frame["object_id"].isna().sum()),
+        NON_FINITE_VALUES: int((~np.isfinite(values)).sum()),
+        CLAIM_INDEX_OUTSIDE: int(((index < 0) | (index >= m)).sum()),
+    }
+    parts = [pd.DataFrame({"entry": METRIC, "code": list(counts), "count": list(counts.values())})]
+    reasons = summary.loc[summary["suppressed"].astype(bool), "reason"].value_counts()
+    if len(reasons):
+        parts.append(pd.DataFrame({"entry": REASON, "code": 0, "count": reasons.to_numpy(np.int64),
+                                   "reason": reasons.index.astype(str)}))
+    released_ids = np.sort(summary.loc[~summary["suppressed"].astype(bool), "object_id"].to_numpy())
+    if len(released_ids):
+        parts.append(pd.DataFrame({"entry": SAMPLE, "code": 0, "count": 0,
+                                   "object_id": released_ids[:SAMPLE_OBJECTS]}))
+    if side.sample_fraction > 0 and len(claims):
+        medians = claims.groupby("object_id", sort=True)["value"].median()
+        chosen = sampled(medians.index.to_numpy(), side.sample_fraction, side.sample_key)
+        if chosen.any():
+            parts.append(pd.DataFrame({"entry": EVALUATION, "code": 0, "count": 0,
+                                       "object_id": medians.index.to_numpy()[chosen],
+                                       "value": medians.to_numpy(np.float64)[chosen]}))
+    result = pd.concat(parts, ignore_index=True)
+    for column in ("object_id", "value", "reason"):
+        if column not in result.columns:
+            result[column] = None
+    return result[["entry", "code", "count", "object_id", "value", "reason"]]
+
+
+def raw_median_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:
+    """The evaluation's raw medians: per sampled object, the median of its (clipped, deduplicated)
+    claims."""
+    medians = frame.groupby("object_id", sort=True)["value"].median()
+    chosen = sampled(medians.index.to_numpy(), side.sample_fraction, side.sample_key)
+    return pd.DataFrame({"object_id": medians.index.to_numpy()[chosen], "value": medians.to_numpy(np.float64)[chosen]})
+
+
+def output_entries(frame: pd.DataFrame, entry: int) -> pd.DataFrame:
+    return frame[frame["entry"] == entry].reset_index(drop=True)
+
+
+def output_metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == METRIC]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+
+
+def reason_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == REASON]
+    return pd.DataFrame({"reason": chosen["reason"].astype(str).to_numpy(dtype=object),
+                         "count": chosen["count"].to_numpy(np.int64)})
+
+
+def objects_among(frame: pd.DataFrame, ids: Any) -> pd.DataFrame:
+    """The rows of the objects ``ids`` (a few: the report's sample objects)."""
+    return frame[frame["object_id"].isin(list(ids))].reset_index(drop=True)
+
