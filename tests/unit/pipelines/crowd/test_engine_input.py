@@ -1,0 +1,80 @@
+"""The crowd input on the engine (``pipelines/crowd/engine_input.py``) stages exactly the canonical
+claims the single-file driver path made: the same ids and types, duplicates resolved by the same
+policy (``keep_last`` = the largest ``ROW_ID``, ``mean`` at the first row's place), values clipped,
+and the same dense source codes (``source_codes``: sorted order of the distinct source ids) —
+whatever the split into files and the number of buckets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.crowd.input import apply_duplicates_policy, read_crowd_claims
+from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, source_codes
+from pipelines.engines import make_engine
+from pipelines.platform.sources import list_fragments
+from schemas.crowd.config import CrowdConfig
+
+
+def claims_with_duplicates(integers: bool) -> pd.DataFrame:
+    rng = np.random.default_rng(9)
+    rows = 600
+    objects = rng.integers(0, 40, rows)
+    sources = rng.integers(0, 25, rows)
+    frame = pd.DataFrame({
+        "object_id": objects if integers else [f"o{value:03d}" for value in objects],
+        "source_id": sources * 3 + 1 if integers else [f"worker-{value}" for value in sources],
+        "value": np.round(rng.normal(50.0, 30.0, rows), 2),  # some outside [0, 100]: clipped
+    })
+    return frame
+
+
+def config_for(path: Path, lake: Path, duplicates: str) -> CrowdConfig:
+    return CrowdConfig.model_validate({
+        "kind": "crowd", "dataset": "t", "lake": str(lake),
+        "input": {"path": str(path), "duplicates": duplicates},
+        "privacy": {"k": 2, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
+                    "value_range": [0.0, 100.0]},
+        "synthesis": {"claims_per_object": 2, "precision": 0.01},
+        "weights": {"method": "uniform"},
+    })
+
+
+def driver_reference(path: Path, config: CrowdConfig) -> pd.DataFrame:
+    claims = apply_duplicates_policy(read_crowd_claims(config.input), config.input.duplicates)
+    claims = claims.assign(value=claims["value"].clip(0.0, 100.0))
+    claims["source_id"] = source_codes(claims["source_id"])
+    return claims[["object_id", "source_id", "value"]]
+
+
+@pytest.mark.parametrize("integers", [True, False])
+@pytest.mark.parametrize("duplicates", ["keep_last", "mean"])
+def test_the_staged_claims_are_the_single_file_paths_canonical_claims(tmp_path: Path, integers: bool,
+                                                                      duplicates: str) -> None:
+    claims = claims_with_duplicates(integers)
+    claims.to_csv(tmp_path / "claims.csv", index=False)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for index, part in enumerate(np.array_split(np.arange(len(claims)), 5)):
+        claims.iloc[part].to_csv(folder / f"part-{index}.csv", index=False)  # file order = input order
+    reference = driver_reference(tmp_path / "claims.csv", config_for(tmp_path / "claims.csv", tmp_path / "l", duplicates))
+    config = config_for(folder, tmp_path / "lake", duplicates)
+    with make_engine("local", parallelism=3) as engine:
+        prepared = PreparedInput(list_fragments(listing_spec(config.input)), str(folder), tmp_path / "staging")
+        checked = read_claims_on_engine(config, prepared, engine)
+    staged = pd.concat([pq.read_table(path).to_pandas() for path in checked.object_files], ignore_index=True)
+    order = ["object_id", "source_id"]
+    pd.testing.assert_frame_equal(staged.sort_values(order, ignore_index=True),
+                                  reference.sort_values(order, ignore_index=True), check_exact=True)
+    assert checked.rows == len(reference) < len(claims), "duplicates were resolved"
+    assert checked.clipped == int(((reference["value"] == 0.0) | (reference["value"] == 100.0)).sum()) > 0
+    assert checked.sources == reference["source_id"].nunique()
+    for path in checked.object_files:  # whole objects per file, sorted by object
+        ids = pq.read_table(path).column("object_id").to_pylist()
+        assert ids == sorted(ids)
+    per_file = [set(pq.read_table(path).column("object_id").to_pylist()) for path in checked.object_files]
+    assert sum(len(ids) for ids in per_file) == len(set().union(*per_file))
