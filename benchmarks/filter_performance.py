@@ -152,11 +152,12 @@ def write_replicated_input(n: int, folder: Path) -> tuple[Path, float]:
     import pyarrow.parquet as pq
 
     from pipelines.platform.input import read_table
-    from schemas.filter.config import FilterInput
+    from schemas.filter.config import FilterTableReading
 
     start = time.perf_counter()
     document = example_document()["input"]
-    reading = FilterInput.model_validate({**document, "path": str(ADULT / "adult-test.csv")})
+    fields = {key: value for key, value in document.items() if key in FilterTableReading.model_fields}
+    reading = FilterTableReading.model_validate({**fields, "path": str(ADULT / "adult-test.csv")})
     frame = read_table(reading, reading.columns or ())
     for column in NUMERIC_COLUMNS:
         frame[column] = frame[column].astype(np.int64)

@@ -26,30 +26,44 @@ spec, train the VAE with keyed randomness and store it in the lake (``model_stor
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import storage
 from pipelines.engines.base import Engine
 from pipelines.filter.blocks import (
     PrivatizationSide,
-    compact_features,
-    feature_columns,
+    expand_features,
     output_schema,
-    privatized_rows,
     staged_schema,
+)
+from pipelines.filter.engine_input import (
+    COUNTS,
+    FINGERPRINT,
+    SUMMARY_SCHEMA,
+    FilterReading,
+    PositionedPrivatization,
+    count_rows,
+    positioned_records,
+    privatized_at_positions,
+    problem_rows,
+    read_filter_fragment,
+    staged_files,
 )
 from pipelines.filter.filter_set import FilterSet, StoredChoice, choices_fingerprint
 from pipelines.filter.input import (
     FilterRecords,
     check_label_columns,
-    choice_codes,
     read_feature_spec,
     read_records,
 )
@@ -63,6 +77,7 @@ from pipelines.platform.model_store import (
     ModelStore,
     StoredModel,
 )
+from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
     ReleaseKind,
@@ -71,7 +86,17 @@ from pipelines.platform.release import (
     code_version,
     release_secret,
 )
-from schemas.filter.config import FilterConfig
+from pipelines.platform.sources import (
+    ROW_ID,
+    SUFFIX_FORMATS,
+    Fragment,
+    TextReading,
+    input_fingerprint,
+    list_fragments,
+    row_error,
+)
+from schemas.base import LakeLocation
+from schemas.filter.config import FilterConfig, FilterInput
 from schemas.filter.expectations import FILTER_RECORD_COLUMN
 from schemas.filter.features import FeatureSpec
 from transforms.core.accounting import GAUSSIAN, PrivacyStep
@@ -87,7 +112,10 @@ from transforms.filter.inference import (
 )
 from transforms.filter.latent_filter import LinearLatentFilter
 
-FILTER_WORKER_MODULES = ("pipelines.filter.blocks",)
+FILTER_WORKER_MODULES = ("pipelines.filter.blocks", "pipelines.filter.engine_input")
+PROBLEM_SCHEMA = pa.schema([pa.field(ROW_ID, pa.int64()), pa.field("column", pa.string()), pa.field("text", pa.string())])
+COUNT_ROWS_SCHEMA = pa.schema([pa.field("entry", pa.int32(), nullable=False), pa.field("ordinal", pa.int64(), nullable=False),
+                               pa.field("rows", pa.int64(), nullable=False), pa.field("text", pa.string())])
 PURPOSE_VAE_TRAINING = "filter-vae-training"
 PURPOSE_FILTER_TRAINING = "filter-training"
 PURPOSE_FILTER_SAMPLE = "filter-training-sample"
@@ -474,7 +502,7 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
     if guarantee is None:
         guarantee = _finite(_headline(summaries))
         context.reserve(charge_of(guarantee))
-    prepared = _prepare(context, plan.spec)
+    prepared = _list_input(context)
     side = PrivatizationSide(
         artifact_bytes, plan.encoder.artifact_id, tuple(choice.latent_filter for choice in trained),
         tuple(config.choice_names), tuple(choice.utility for choice in config.choices),
@@ -502,42 +530,118 @@ def staged_file_count(rows: int, parallelism: int) -> int:
 
 @dataclass(frozen=True)
 class PreparedInput:
-    table: pa.Table
+    """What the driver knows of the records before the engine reads them: their fragments (file
+    names, sizes, scan tasks — metadata, never a row) and how error lines name the input."""
+
+    fragments: list[Fragment]
+    name: str
     staging_folder: Path
-    records: FilterRecords
-    choices: np.ndarray
-    private: np.ndarray
-    utility: np.ndarray
 
 
-def _prepare(context: ReleaseContext, spec: FeatureSpec) -> PreparedInput:
-    config, timer = context.config, context.timer
+@dataclass(frozen=True)
+class CheckedInput:
+    """The records as the engine found and staged them: their count, each fragment's first
+    position, the staged files, the records per choice, the values clipped per feature and the
+    input's keyed fingerprint."""
+
+    rows: int
+    offsets: tuple[int, ...]
+    staged: list[Any]
+    choice_counts: np.ndarray
+    clipped: dict[str, int]
+    fingerprint: str
+
+
+def listing_spec(settings: FilterInput) -> FilterInput:
+    """The input as listed: a single file without a format and without a known suffix is CSV."""
+    if settings.format is None and settings.path is not None and not any(
+        character in settings.path for character in "*?["
+    ) and os.path.isfile(settings.path) and os.path.splitext(settings.path)[1].lower() not in SUFFIX_FORMATS:
+        return settings.model_copy(update={"format": "csv"})
+    return settings
+
+
+def _list_input(context: ReleaseContext) -> PreparedInput:
+    config = context.config
+    with context.timer.stage("list input"):
+        spec = listing_spec(config.input)
+        properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
+        fragments = list_fragments(spec, properties=properties)
+    return PreparedInput(fragments, spec.path if spec.path is not None else f"table {spec.table}",
+                         context.staging / "input")
+
+
+def input_fingerprint_key(lake: Any) -> bytes:
+    """A 32-byte key for the filter input's fingerprints, derived from the lake's fingerprint key."""
+    return hmac.new(LakePolicy(lake).fingerprint_key(), b"privlake-filter-input-fingerprint", hashlib.sha256).digest()
+
+
+def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: PreparedInput,
+                         engine: Engine) -> CheckedInput:
+    """Read, check, encode and stage the records on the engine (``pipelines/filter/engine_input.py``);
+    a bad value is one line at the first fragment's first bad value, as a read of that file names it."""
+    config = context.config
     settings = config.input
-    extra = (settings.choice_column,) if settings.choice_column else ()
-    with timer.stage("read input"):
-        records = read_records(settings, spec, _training_labels(config), extra)
-        choices = choice_codes(records.frame, settings, config)
-    counts = np.bincount(choices, minlength=len(config.choices))
-    for choice, count in zip(config.choices, counts, strict=True):
+    fragments = prepared.fragments
+    names = tuple(settings.columns or ())
+    key = input_fingerprint_key(context.lake)
+    per_fragment = max(1, -(-max(engine.parallelism, 1) // max(len(fragments), 1)))
+    side = FilterReading(
+        spec, TextReading.of(settings.header, names, settings.recode), tuple(_training_labels(config).items()),
+        settings.choice_column, tuple(config.choice_names), config.default_choice, config.fallback_choice,
+        tuple((choice.private, choice.utility) for choice in config.choices), prepared.staging_folder,
+        per_fragment, key,
+    )
+    summary = engine.persist(engine.map_fragments(fragments, read_filter_fragment, SUMMARY_SCHEMA, side))
+    try:
+        first = engine.first_row(engine.map_batches(summary, problem_rows, PROBLEM_SCHEMA), ROW_ID)
+        if first is not None:
+            raise row_error(fragments, int(first[ROW_ID]), first["text"], column=first["column"])
+        listed = engine.collect(engine.map_batches(summary, count_rows, COUNT_ROWS_SCHEMA))
+    finally:
+        engine.unpersist(summary)
+    counted = listed[listed["entry"] == COUNTS].sort_values("ordinal")
+    rows_of = dict(zip(counted["ordinal"].astype(int), counted["rows"].astype(int), strict=True))
+    total = sum(rows_of.values())
+    if total == 0:
+        raise InputError(prepared.name, "no rows (empty table)")
+    offsets, position = [], 0
+    for fragment in fragments:
+        offsets.append(position)
+        position += rows_of[fragment.ordinal]
+    choice_counts = np.zeros(len(config.choices), dtype=np.int64)
+    clipped: dict[str, int] = {}
+    for text in counted["text"]:
+        figures = json.loads(text)
+        if figures:
+            choice_counts += np.asarray(figures["choices"], dtype=np.int64)
+            for name, count in figures["clipped"].items():
+                clipped[name] = clipped.get(name, 0) + int(count)
+    for choice, count in zip(config.choices, choice_counts, strict=True):
         if count == 0:
-            raise InputError(str(settings.path), f"choice {choice.name!r} has no records (an empty group): "
+            raise InputError(prepared.name, f"choice {choice.name!r} has no records (an empty group): "
                              "remove it from the config's choices")
-    rows = len(choices)
-    private = np.empty(rows, dtype=np.int32)
-    utility = np.empty(rows, dtype=np.int32)
-    for code, choice in enumerate(config.choices):
-        members = choices == code
-        private[members] = records.labels[choice.private][members]
-        utility[members] = records.labels[choice.utility][members]
-    columns: dict[str, Any] = {
-        "record": np.arange(rows, dtype=np.int64),
-        "choice": choices.astype(np.int32),
-        "private": private,
-        "utility": utility,
-    }
-    columns.update(zip(feature_columns(spec), compact_features(records.features, spec), strict=True))
-    table = pa.table(columns, schema=staged_schema(spec))
-    return PreparedInput(table, context.staging / "input", records, choices, private, utility)
+    staged = [where for fragment in fragments if rows_of[fragment.ordinal]
+              for where in staged_files(prepared.staging_folder, fragment.ordinal, per_fragment)]
+    prints = listed[listed["entry"] == FINGERPRINT]
+    fingerprint = input_fingerprint(fragments, zip(prints["ordinal"].astype(int), prints["text"], strict=True))
+    digest = hmac.new(key, digestmod=hashlib.sha256)
+    digest.update(fingerprint.encode() + b"\0")
+    digest.update(repr((settings.header, names, settings.choice_column,
+                        sorted((column, sorted(mapping.items())) for column, mapping in settings.recode.items()))
+                       ).encode())
+    return CheckedInput(total, tuple(offsets), staged, choice_counts, clipped, "hmac-sha256:" + digest.hexdigest())
+
+
+def evaluation_records(engine: Engine, checked: CheckedInput, spec: FeatureSpec) -> tuple[FilterRecords, np.ndarray,
+                                                                                          np.ndarray, np.ndarray]:
+    """The staged records on the driver, in position order, for the evaluation (which samples each
+    choice's records itself: ``evaluation.max_records``)."""
+    frame = storage.read_files(checked.staged).to_pandas()
+    frame = positioned_records(frame, checked.offsets).sort_values(FILTER_RECORD_COLUMN, kind="stable")
+    records = FilterRecords(pd.DataFrame(), expand_features(frame, spec), {}, checked.clipped)
+    return (records, frame["choice"].to_numpy(np.int64), frame["private"].to_numpy(np.int32),
+            frame["utility"].to_numpy(np.int32))
 
 
 def stage_records(table: pa.Table, folder: storage.Where, parallelism: int) -> list[storage.Where]:
@@ -562,12 +666,13 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
     spec, encoder, weights, trained = plan.spec, plan.encoder, filters.weights, filters.trained
     summaries, guarantee, prepared, side = filters.summaries, filters.guarantee, filters.input, filters.side
     out_schema = output_schema(spec, _utility_labels(config))
-    rows = len(prepared.choices)
-    with timer.stage("stage input"):
-        staged = stage_records(prepared.table, prepared.staging_folder, engine.parallelism)
+    with timer.stage("read input"):
+        checked = read_input_on_engine(context, spec, prepared, engine)
+    rows = checked.rows
     with timer.stage("privatize"):
-        records = engine.read_groups(staged, FILTER_RECORD_COLUMN, staged_schema(spec))
-        released = engine.map_batches(records, privatized_rows, out_schema, side=side)
+        records = engine.read_groups(checked.staged, FILTER_RECORD_COLUMN, staged_schema(spec))
+        released = engine.map_batches(records, privatized_at_positions, out_schema,
+                                      side=PositionedPrivatization(side, checked.offsets))
         files = engine.write_parquet(released, context.staging / "data", out_schema)
     with timer.stage("validate output"):
         released_frame = (
@@ -581,11 +686,12 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         with timer.stage("evaluate"):
             from pipelines.filter.report import evaluation_report
 
+            held, choices, private, utility = evaluation_records(engine, checked, spec)
             evaluation = evaluation_report(config, spec, weights, [choice.latent_filter for choice in trained],
-                                           released_frame, prepared.records, prepared.choices, prepared.private,
-                                           prepared.utility, filters.training_log_variance, secret, release_id)
+                                           released_frame, held, choices, private, utility,
+                                           filters.training_log_variance, secret, release_id)
     choices_report, choices_internal = [], []
-    counts = np.bincount(prepared.choices, minlength=len(config.choices))
+    counts = checked.choice_counts
     for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):
         choices_report.append({
             "name": choice.name,
@@ -647,7 +753,8 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             "artifact_id": plan.filter_set.artifact_id, "dataset": plan.filter_set.dataset,
             "trained_at": plan.filter_set.trained_at.isoformat(),
             "data_fingerprint": plan.filter_set.description.get("data_fingerprint")},
-        "clipped_values": prepared.records.clipped,
+        "clipped_values": checked.clipped,
+        "input_fingerprint": checked.fingerprint,
         "validation": {
             "input": {
                 "success": True,

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from schemas.base import EngineSettings, LakeSetting, StrictModel, TableReading, refuse_budget_key
+from schemas.sources import SourceSpec
 from schemas.uniqueness import require_unique
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -50,11 +51,27 @@ class FilterTableReading(TableReading):
         return self
 
 
-class FilterInput(FilterTableReading):
-    """The records to privatize; ``choice_column`` holds each owner's choice by name (without it,
-    every record takes ``FilterConfig.default_choice``)."""
+class FilterInput(SourceSpec):
+    """The records to privatize (``schemas/sources.py``): ``path`` — one file, a folder of files (hive
+    partition folders become columns) or a glob — or an Iceberg ``table`` of ``lake`` at
+    ``snapshot_id`` with ``row_filter``; read where they live, by the engine, as a table file is
+    read (``header``; ``columns`` names the columns of a CSV without a header row, in order;
+    ``recode``). ``format`` is inferred from the files' suffixes; a file without a known suffix is
+    CSV. ``choice_column`` holds each owner's choice by name (without it, every record takes
+    ``FilterConfig.default_choice``)."""
 
+    header: bool = True
+    recode: dict[str, dict[str, str]] = {}
+    columns: list[str] | None = None
     choice_column: str | None = None
+
+    @model_validator(mode="after")
+    def _names_for_headerless_csv(self) -> FilterInput:
+        if self.format in (None, "csv") and not self.header and not self.columns:
+            raise ValueError("a CSV without a header row needs `columns` (the column names, in order)")
+        if self.columns is not None:
+            require_unique(self.columns, "column", "is named twice")
+        return self
 
 
 class LabelDefinition(StrictModel):

@@ -15,7 +15,7 @@ from tests.e2e.test_crash_recovery import killed_recovered_and_rerun
 from tests.e2e.test_filter_release import SECRET_HEX, filter_case
 
 FILTER_POINTS = [
-    "stage:load encoder", "stage:read training records", "stage:read input", "stage:stage input",
+    "stage:load encoder", "stage:read training records", "stage:list input", "stage:read input",
     "stage:privatize", "stage:validate output", "stage:evaluate", "stage:publish",
 ]
 RESERVED_FROM = "stage:read training records"

@@ -1,0 +1,188 @@
+"""Worker side of the filter input (issue 15): each fragment of the records to privatize read,
+checked, encoded and staged where the engine runs its tasks; only a fragment's summary leaves the
+task.
+
+:func:`read_filter_fragment` is the ``map_fragments`` function. For one fragment (a file, or one
+data file of an Iceberg scan; ``pipelines/platform/sources.py``) it reads the records as a file is
+read (``sources.read_text_fragment``: CSV text, header or ``input.columns``, spaces after separators
+dropped, ``recode``, the null spellings) with the platform's ``ROW_ID``; checks the columns; encodes
+the features over the spec (``transforms.filter.features``), the labels the choices use and each
+record's choice, stopping at the fragment's first bad value as a read of that file would
+(features, then labels, then choices); stages the compact records (``pipelines/filter/blocks.py``'s
+staged schema, ``record`` holding the ``ROW_ID`` until the privatization turns it into the
+record's position); and fingerprints its file (keyed).
+
+It returns rows of :data:`SUMMARY_SCHEMA`: the fragment's row count, records per choice and values
+clipped per feature (``entry`` :data:`COUNTS`, the figures as JSON), its first bad value
+(:data:`PROBLEM`: ``ROW_ID``, column and the reason — never the value), its fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from pipelines.engines import storage
+from pipelines.engines.storage import Where
+from pipelines.filter.blocks import compact_features, feature_columns, privatized_rows, staged_schema
+from pipelines.filter.input import label_codes
+from pipelines.platform.errors import InputError
+from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names
+from pipelines.platform.sources import (
+    ROW_BITS,
+    ROW_ID,
+    Fragment,
+    TextReading,
+    fragment_fingerprint,
+    read_text_fragment,
+)
+from schemas.filter.config import LabelDefinition
+from schemas.filter.expectations import FILTER_RECORD_COLUMN
+from schemas.filter.features import FeatureSpec
+from transforms.core.domain_violation import DomainViolation
+from transforms.filter.features import encode_features
+
+COUNTS, PROBLEM, FINGERPRINT = 1, 2, 3
+SUMMARY_SCHEMA = pa.schema([
+    pa.field("entry", pa.int32(), nullable=False),
+    pa.field("ordinal", pa.int64(), nullable=False),
+    pa.field(ROW_ID, pa.int64()),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("column", pa.string()),
+    pa.field("text", pa.string()),
+])
+"""A fragment's summary rows; ``text`` holds the counts' JSON, a problem's reason or the fingerprint."""
+STAGED_ROWS_PER_FILE = 262_144
+
+
+@dataclass(frozen=True)
+class FilterReading:
+    """The side value of :func:`read_filter_fragment`."""
+
+    spec: FeatureSpec
+    text: TextReading
+    labels: tuple[tuple[str, LabelDefinition], ...]
+    choice_column: str | None
+    choice_names: tuple[str, ...]
+    default_choice: str | None
+    fallback_choice: str | None
+    choice_labels: tuple[tuple[str, str], ...]
+    """Each choice's (private, utility) label names, in the config's order."""
+    staging: Where
+    files_per_fragment: int
+    fingerprint_key: bytes | None = None
+
+
+def staged_files(folder: Where, ordinal: int, count: int) -> list[Where]:
+    return [folder / f"records-{ordinal:07d}-{number:05d}.parquet" for number in range(count)]
+
+
+def _choices(frame: pd.DataFrame, side: FilterReading, name: str) -> np.ndarray:
+    """``pipelines.filter.input.choice_codes`` for a fragment (the same words)."""
+    names = list(side.choice_names)
+    if side.choice_column is None:
+        return np.full(len(frame), names.index(side.fallback_choice or names[0]), dtype=np.int64)
+    column = frame[side.choice_column].reset_index(drop=True)
+    if side.default_choice is not None:
+        column = column.where(column.notna(), side.default_choice)
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise DomainViolation(int(np.flatnonzero(missing)[0]), side.choice_column,
+                              "no choice (and no default_choice in the config)")
+    codes = np.asarray(pd.Categorical(column.astype(str), categories=names).codes, dtype=np.int64)
+    unknown = codes < 0
+    if unknown.any():
+        raise DomainViolation(int(np.flatnonzero(unknown)[0]), side.choice_column,
+                              f"unknown choice (choices: {', '.join(names)})")
+    return codes
+
+
+def read_filter_fragment(fragment: Fragment, side: FilterReading) -> pa.Table:
+    """One fragment's summary (module docstring)."""
+    frame, row_ids = read_text_fragment(fragment, side.text)
+    rows: list[dict[str, Any]] = []
+    if len(row_ids):
+        needed = [*side.spec.names, *(definition.column for _, definition in side.labels)]
+        if side.choice_column:
+            needed.append(side.choice_column)
+        for column in needed:
+            if column not in frame.columns:
+                csv_header = fragment.format == "csv" and side.text.header
+                shown = header_names(frame.columns, needed if csv_header else list(frame.columns))
+                raise InputError(fragment.name, f"no column {column!r} "
+                                 f"({'columns: ' + shown if shown is not None else NO_HEADER_HINT})")
+        try:
+            encoded = encode_features(frame, side.spec)
+            codes = {label: label_codes(frame[definition.column], definition, definition.column)
+                     for label, definition in side.labels}
+            choices = _choices(frame, side, fragment.name)
+        except DomainViolation as error:
+            reason = error.message if error.column == side.choice_column and error.message.startswith(
+                ("no choice", "unknown choice")) else domain_reason(error.message)
+            rows.append({"entry": PROBLEM, "ordinal": fragment.ordinal, ROW_ID: int(row_ids[error.row]), "rows": 1,
+                         "column": error.column, "text": reason})
+        else:
+            private = np.empty(len(row_ids), dtype=np.int32)
+            utility = np.empty(len(row_ids), dtype=np.int32)
+            for code, (private_label, utility_label) in enumerate(side.choice_labels):
+                members = choices == code
+                private[members] = codes[private_label][members]
+                utility[members] = codes[utility_label][members]
+            columns: dict[str, Any] = {FILTER_RECORD_COLUMN: row_ids, "choice": choices.astype(np.int32),
+                                       "private": private, "utility": utility}
+            columns.update(zip(feature_columns(side.spec), compact_features(encoded.matrix, side.spec), strict=True))
+            table = pa.table(columns, schema=staged_schema(side.spec))
+            bounds = np.linspace(0, len(row_ids), side.files_per_fragment + 1).astype(np.int64)
+            for where, start, stop in zip(staged_files(side.staging, fragment.ordinal, side.files_per_fragment),
+                                          bounds[:-1], bounds[1:], strict=True):
+                storage.write_table(table.slice(int(start), int(stop - start)), where, row_group_size=1 << 16)
+            counts = np.bincount(choices, minlength=len(side.choice_names)).tolist()
+            rows.append({"entry": COUNTS, "ordinal": fragment.ordinal, "rows": len(row_ids),
+                         "text": json.dumps({"choices": counts, "clipped": encoded.clipped})})
+    if not rows:
+        rows.append({"entry": COUNTS, "ordinal": fragment.ordinal, "rows": 0, "text": json.dumps({})})
+    rows.append({"entry": FINGERPRINT, "ordinal": fragment.ordinal, "rows": len(row_ids),
+                 "text": fragment_fingerprint(fragment, side.fingerprint_key)})
+    return pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA)
+
+
+def problem_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == PROBLEM]
+    return chosen[[ROW_ID, "column", "text"]].reset_index(drop=True)
+
+
+def count_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    chosen = frame[frame["entry"].isin((COUNTS, FINGERPRINT))]
+    return chosen[["entry", "ordinal", "rows", "text"]].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class PositionedPrivatization:
+    """The privatization's side with each fragment's first position (``offsets[ordinal]``)."""
+
+    side: Any
+    offsets: tuple[int, ...]
+
+
+def privatized_at_positions(frame: pd.DataFrame, side: PositionedPrivatization) -> pd.DataFrame:
+    """``blocks.privatized_rows`` with ``record`` turned from the ``ROW_ID`` staged into the record's
+    position (its place in ``ROW_ID`` order: for one file, its row), which keys its randomness."""
+    row_ids = frame[FILTER_RECORD_COLUMN].to_numpy(np.int64)
+    positions = np.asarray(side.offsets, dtype=np.int64)[row_ids >> ROW_BITS] + (row_ids & ((1 << ROW_BITS) - 1))
+    frame = frame.copy()
+    frame[FILTER_RECORD_COLUMN] = positions
+    return privatized_rows(frame, side.side)
+
+
+def positioned_records(frame: pd.DataFrame, side: tuple[int, ...]) -> pd.DataFrame:
+    """The staged records with ``record`` as the position (for the evaluation, on the driver)."""
+    row_ids = frame[FILTER_RECORD_COLUMN].to_numpy(np.int64)
+    frame = frame.copy()
+    frame[FILTER_RECORD_COLUMN] = np.asarray(side, dtype=np.int64)[row_ids >> ROW_BITS] + (
+        row_ids & ((1 << ROW_BITS) - 1))
+    return frame
