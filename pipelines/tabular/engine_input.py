@@ -258,3 +258,78 @@ def sample_rows(fragment: Fragment, side: SampleReading) -> pd.DataFrame:
     typed["part"] = np.asarray(_parts(side.parts.parts_file)[chosen], dtype=np.int8)
     typed[ROW_ID] = row_ids[index]
     return typed
+
+
+# ---- the released records, checked where they were written --------------------------------------
+
+RELEASED_METRIC, RELEASED_CELL = 1, 2
+RELEASED_SUMMARY_SCHEMA = pa.schema([pa.field("entry", pa.int32(), nullable=False),
+                                     pa.field("key", pa.int64(), nullable=False),
+                                     pa.field("count", pa.int64(), nullable=False)])
+NULLS, OUTSIDE, NOT_INTEGERS = 1, 2, 3
+"""Released metric codes: ``0`` rows; ``1 + 3 * position + kind - 1`` per attribute and kind."""
+
+
+@dataclass(frozen=True)
+class ReleasedFile:
+    """One file of released records (the engine's ``write_parquet`` output)."""
+
+    where: Where
+    ordinal: int
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """The side value of :func:`released_summary`: the schema and the tables to count over the
+    released records' codes (their one-way and pairwise marginals, for the report)."""
+
+    schema: TabularSchema
+    tables: Any
+
+
+def released_metric(position: int, kind: int) -> int:
+    return 1 + 3 * position + kind - 1
+
+
+def released_summary(fragment: ReleasedFile, side: OutputCheck) -> pd.DataFrame:
+    """One released file's metrics (rows; per attribute its nulls, values outside its public domain
+    and, for an integer attribute, non-integers) and, when it has no bad value, the partial counts
+    of the report's tables over its records' codes."""
+    from pipelines.tabular.blocks import code_columns, table_count_rows
+    from schemas.tabular.schema import CategoricalAttribute
+    from transforms.tabular.encoding import encode_records
+
+    frame = storage.parquet_file(fragment.where).read().to_pandas()
+    keys, counts = [0], [len(frame)]
+    bad = 0
+    for position, attribute in enumerate(side.schema.attributes):
+        column = frame[attribute.name]
+        nulls = column.isna().to_numpy()
+        if isinstance(attribute, CategoricalAttribute):
+            outside = ~column.isin(list(attribute.categories)).to_numpy() & ~nulls
+            not_integers = np.zeros(len(frame), dtype=bool)
+        else:
+            values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+            low, high = attribute.bounds
+            with np.errstate(invalid="ignore"):
+                outside = ~((values >= low) & (values <= high)) & ~nulls
+                not_integers = (values != np.floor(values)) & ~nulls if attribute.integer else np.zeros(len(frame), bool)
+        for kind, mask in ((NULLS, nulls), (OUTSIDE, outside), (NOT_INTEGERS, not_integers)):
+            keys.append(released_metric(position, kind))
+            counts.append(int(mask.sum()))
+            bad += int(mask.sum())
+    rows = pd.DataFrame({"entry": np.full(len(keys), RELEASED_METRIC, dtype=np.int32),
+                         "key": np.asarray(keys, dtype=np.int64), "count": np.asarray(counts, dtype=np.int64)})
+    if bad or not len(frame) or side.tables is None:
+        return rows
+    codes = encode_records(frame[list(side.schema.names)], side.schema).codes
+    coded = pd.DataFrame({name: codes[:, index] for index, name in enumerate(code_columns(codes.shape[1]))})
+    cells = table_count_rows(coded, side.tables)
+    return pd.concat([rows, pd.DataFrame({"entry": np.full(len(cells), RELEASED_CELL, dtype=np.int32),
+                                          "key": cells["cell"].to_numpy(np.int64),
+                                          "count": cells["records"].to_numpy(np.int64)})], ignore_index=True)
+
+
+def released_entries(frame: pd.DataFrame, side: int) -> pd.DataFrame:
+    chosen = frame[frame["entry"] == side]
+    return pd.DataFrame({"key": chosen["key"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})

@@ -77,9 +77,17 @@ from pipelines.tabular.blocks import (
 )
 from pipelines.tabular.engine_input import (
     CLIPPED,
+    NOT_INTEGERS,
+    NULLS,
+    OUTSIDE,
+    RELEASED_CELL,
+    RELEASED_METRIC,
+    RELEASED_SUMMARY_SCHEMA,
     ROWS,
+    OutputCheck,
     PartLookup,
     RecordReading,
+    ReleasedFile,
     SampleReading,
     SplitJob,
     StagedFragment,
@@ -90,6 +98,9 @@ from pipelines.tabular.engine_input import (
     part_rows,
     problem_entries,
     read_record_fragment,
+    released_entries,
+    released_metric,
+    released_summary,
     sample_rows,
     staged_rows,
     write_split,
@@ -97,7 +108,11 @@ from pipelines.tabular.engine_input import (
 from pipelines.tabular.input import read_schema
 from pipelines.tabular.report_page import MAX_ATTRIBUTES as MAX_REPORT_ATTRIBUTES
 from pipelines.tabular.report_page import marginal_summaries_from_tables
-from pipelines.tabular.validation import validate_tabular_metrics, validate_tabular_output
+from pipelines.tabular.validation import (
+    released_metric_name,
+    validate_tabular_metrics,
+    validate_tabular_output_metrics,
+)
 from schemas.base import LakeLocation
 from schemas.tabular.config import TabularConfig, TabularInput
 from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema
@@ -555,6 +570,59 @@ def original_tables(engine: Engine, records: StagedRecords, sizes: tuple[int, ..
     return _count_tables(engine, records, PART_ALL, sizes, tables)
 
 
+@dataclass(frozen=True)
+class CheckedOutput:
+    """The released records as the engine found them: their count, the output gate's metrics and
+    the report's one-way and pairwise tables of their codes."""
+
+    rows: int
+    metrics: dict[str, int]
+    tables: dict[tuple[int, ...], np.ndarray]
+
+
+def check_output_on_engine(engine: Engine, files: list[Path], schema: TabularSchema) -> CheckedOutput:
+    """The released files read where they were written, one task each (``released_summary``):
+    the output gate's metrics and the report's tables, summed on the engine."""
+    sizes = domain_sizes(schema)
+    shown = range(min(len(sizes), MAX_REPORT_ATTRIBUTES))
+    plan = TablePass.plan(PART_ALL, sizes, [(a,) for a in shown] + [(a, b) for a in shown for b in shown if a < b])
+    released = [ReleasedFile(where, number) for number, where in enumerate(files)]
+    summary = engine.persist(engine.map_fragments(released, released_summary, RELEASED_SUMMARY_SCHEMA,
+                                                  OutputCheck(schema, plan)))
+    try:
+        pair = pa.schema([pa.field("key", pa.int64(), nullable=False), pa.field("count", pa.int64(), nullable=False)])
+        sums = engine.sum_by_key(engine.map_batches(summary, released_entries, pair, side=RELEASED_METRIC), "key",
+                                 ["count"])
+        cells = engine.sum_by_key(engine.map_batches(summary, released_entries, pair, side=RELEASED_CELL), "key",
+                                  ["count"])
+    finally:
+        engine.unpersist(summary)
+    by_code = dict(zip(sums["key"].astype(int), sums["count"].astype(int), strict=True))
+    metrics = {"rows": by_code.get(0, 0)}
+    for position, attribute in enumerate(schema.attributes):
+        for kind in (NULLS, OUTSIDE, NOT_INTEGERS):
+            metrics[released_metric_name(attribute.name, kind)] = by_code.get(released_metric(position, kind), 0)
+    tables = plan.unpack(cells.rename(columns={"key": "cell", "count": "records"}))
+    return CheckedOutput(metrics["rows"], metrics, tables)
+
+
+def released_sample(context: ReleaseContext, files: list[Path], count: int, cap: int) -> pd.DataFrame:
+    """The released records the evaluation reads: all of them (in file order) up to ``cap``, beyond
+    it a keyed sample of ``cap`` (read file by file)."""
+    if count <= cap:
+        return storage.read_files(files).to_pandas()
+    rng = keyed_generator(context.secret, context.release_id, PURPOSE_EVALUATION_SAMPLE, 1)
+    chosen = np.sort(rng.choice(count, size=cap, replace=False))
+    pieces, start = [], 0
+    for where in files:
+        table = storage.parquet_file(where).read()
+        inside = chosen[(chosen >= start) & (chosen < start + table.num_rows)] - start
+        if inside.size:
+            pieces.append(table.take(pa.array(inside)))
+        start += table.num_rows
+    return pa.concat_tables(pieces).to_pandas()
+
+
 def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords,
                   engine: Engine) -> ReleaseResult:
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
@@ -610,18 +678,19 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             files += engine.write_parquet(released, context.staging / "data" / f"round-{number}", out_schema)
             engine.unpersist(outcome)
     with timer.stage("validate output"):
-        released_frame = (
-            storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
-        )
-        output_validation = validate_tabular_output(released_frame, schema, result.passed)
+        checked_output = check_output_on_engine(engine, files, schema)
+        released_count = checked_output.rows
+        output_validation = validate_tabular_output_metrics(checked_output.metrics, schema, result.passed)
     evaluation = {}
-    if config.evaluation.holdout is not None and len(released_frame):  # nothing released: nothing to evaluate
+    if config.evaluation.holdout is not None and released_count:  # nothing released: nothing to evaluate
         with timer.stage("evaluate"):
             from pipelines.tabular.report import evaluation_report
 
             training, sampled_seeds = evaluation_sample(context, plan, prepared, checked, records, engine)
+            released_frame = released_sample(context, files, released_count, config.evaluation.sample_records)
             evaluation = evaluation_report(config, schema, released_frame, training, sampled_seeds, secret, release_id)
             evaluation["input_records_read"] = int(len(training))
+            evaluation["released_records_read"] = int(len(released_frame))
     manifest: dict[str, Any] = {
         **context.manifest_identity(),
         "status": "published" if output_validation.success else "quarantined",
@@ -629,7 +698,7 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         "delta": guarantee["delta"],
         "privacy_unit": guarantee["privacy_unit"],
         "guarantee": guarantee,
-        "rows": int(len(released_frame)),
+        "rows": int(released_count),
         "target_records": int(parameters.target_records or 0),
         "omega": omega,
         "split": {"seeds": int(split_sizes[0]), "structure": int(split_sizes[1]),
@@ -664,8 +733,8 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         },
         "evaluation": evaluation,
         # `privlake report`: marginals and associations of the original and released records (shares, not rows)
-        "report": marginal_summaries_from_tables(schema, originals, record_count, released_frame)
-        if len(released_frame) else {},
+        "report": marginal_summaries_from_tables(schema, originals, record_count, checked_output.tables,
+                                                 released_count) if released_count else {},
     }
     return ReleaseResult(files, out_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)

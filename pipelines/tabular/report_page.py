@@ -65,36 +65,38 @@ def marginal_summaries(schema: Any, original_codes: np.ndarray, released: pd.Dat
 
 
 def marginal_summaries_from_tables(schema: Any, tables: dict[tuple[int, ...], np.ndarray], record_count: int,
-                                   released: pd.DataFrame) -> dict[str, Any]:
-    """:func:`marginal_summaries` with the original records given by their one-way and pairwise
-    counts (``tables[(a,)]``, ``tables[(a, b)]`` for ``a < b``; counted on the engine) instead of
-    their codes: the same figures."""
-    from transforms.tabular.encoding import domain_sizes, encode_records
-    from transforms.tabular.evaluation import cramers_v, cramers_v_matrix
+                                   released_tables: dict[tuple[int, ...], np.ndarray],
+                                   released_count: int) -> dict[str, Any]:
+    """:func:`marginal_summaries` with the original and the released records given by their one-way
+    and pairwise counts (``tables[(a,)]``, ``tables[(a, b)]`` for ``a < b``; counted on the engine)
+    instead of their codes: the same figures."""
+    from transforms.tabular.encoding import domain_sizes
+    from transforms.tabular.evaluation import cramers_v
 
     sizes = domain_sizes(schema)[:MAX_ATTRIBUTES]
     attributes = schema.attributes[:MAX_ATTRIBUTES]
-    released_codes = encode_records(released, schema).codes[:, : len(sizes)]
-    total = max(int(record_count), 1)
-    original_association = np.eye(len(sizes))
-    for first in range(len(sizes)):
-        for second in range(first + 1, len(sizes)):
-            value = cramers_v(tables[(first, second)])
-            original_association[first, second] = original_association[second, first] = value
 
-    def shares(counts: np.ndarray) -> list[float]:
-        return [float(f"{value:.6g}") for value in counts[:MAX_CODES].astype(np.float64) / total]
+    def association(counts: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
+        matrix = np.eye(len(sizes))
+        for first in range(len(sizes)):
+            for second in range(first + 1, len(sizes)):
+                matrix[first, second] = matrix[second, first] = cramers_v(counts[(first, second)])
+        return matrix
+
+    def shares(counts: np.ndarray, total: int) -> list[float]:
+        return [float(f"{value:.6g}") for value in counts[:MAX_CODES].astype(np.float64) / max(int(total), 1)]
 
     return {
         "note": "one-way marginals (shares per category or bin) and Cramér's V matrices of the original and the "
                 "released records; operator-only, from raw data",
         "attributes": [{"name": attribute.name, "labels": _labels(attribute)[:MAX_CODES],
-                        "original": shares(tables[(index,)]), "released": _shares(released_codes[:, index], size)}
-                       for index, (attribute, size) in enumerate(zip(attributes, sizes, strict=True))],
+                        "original": shares(tables[(index,)], record_count),
+                        "released": shares(released_tables[(index,)], released_count)}
+                       for index, attribute in enumerate(attributes)],
         "association": {
             "names": [attribute.name for attribute in attributes],
-            "original": np.round(original_association, 4).tolist(),
-            "released": np.round(cramers_v_matrix(released_codes, sizes), 4).tolist(),
+            "original": np.round(association(tables), 4).tolist(),
+            "released": np.round(association(released_tables), 4).tolist(),
         },
     }
 

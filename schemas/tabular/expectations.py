@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from schemas.expectations import (
     INTEGER_DTYPES,
@@ -68,3 +69,24 @@ def tabular_output_suites(
         ExpectationSuiteSpec("tabular_output_types", tuple(types), ()),
         ExpectationSuiteSpec("tabular_output_values", tuple(values), ()),
     ]
+
+
+def tabular_output_metric_suites(schema: Any, rows: int, metric_name: Any) -> list[ExpectationSuiteSpec]:
+    """The released records' gate on the engine's metrics (issue 15): ``rows`` records; per
+    attribute no null, no value outside its public domain (a category not in the list, a number
+    outside the bounds), and for an integer attribute no non-integer. ``metric_name(column, kind)``
+    names the metrics (kind 1 nulls, 2 outside the domain, 3 non-integers)."""
+    names = ["rows"]
+    checks: list[ExpectationSpec] = [metric_between("rows", f"the release must have {rows} records",
+                                                    min_value=rows, max_value=rows)]
+    for attribute in schema.attributes:
+        nulls, outside, integers = (metric_name(attribute.name, kind) for kind in (1, 2, 3))
+        names += [nulls, outside, integers]
+        checks.append(metric_between(nulls, "synthetic value is missing", max_value=0))
+        if attribute.type == "categorical":
+            checks.append(metric_between(outside, "category outside the schema's list", max_value=0))
+        else:
+            low, high = float(attribute.bounds[0]), float(attribute.bounds[1])
+            checks.append(metric_between(outside, f"value outside the schema's bounds [{low}, {high}]", max_value=0))
+        checks.append(metric_between(integers, "values are not integers", max_value=0))
+    return metric_suite("tabular_output_metrics", tuple(names), tuple(checks))
