@@ -186,3 +186,92 @@ def positioned_records(frame: pd.DataFrame, side: tuple[int, ...]) -> pd.DataFra
     frame[FILTER_RECORD_COLUMN] = np.asarray(side, dtype=np.int64)[row_ids >> ROW_BITS] + (
         row_ids & ((1 << ROW_BITS) - 1))
     return frame
+
+
+# ---- the privatized records, checked where they were written ------------------------------------
+
+OUTPUT_METRICS_SCHEMA = pa.schema([pa.field("metric", pa.string(), nullable=False),
+                                   pa.field("count", pa.int64(), nullable=False)])
+
+
+@dataclass(frozen=True)
+class ReleasedFile:
+    """One file of privatized records (the engine's ``write_parquet`` output)."""
+
+    where: Where
+    ordinal: int
+
+
+@dataclass(frozen=True)
+class FilterOutputCheck:
+    """The side value of :func:`released_filter_summary`: what the output gate checks (as
+    ``schemas.filter.expectations.filter_output_suites`` does on the rows) and where the records'
+    numbers go for the duplicate check (``pipelines/platform/repeated_keys.py``)."""
+
+    features: tuple[str, ...]
+    categories: tuple[tuple[str, tuple[str, ...]], ...]
+    bounds: tuple[tuple[str, tuple[float, float] | None], ...]
+    integer_columns: tuple[str, ...]
+    utility_classes: tuple[tuple[str, tuple[str, ...]], ...]
+    kept: tuple[tuple[str, str], ...]
+    withheld: tuple[tuple[str, tuple[str, ...]], ...]
+    keys: Any
+
+
+def output_metric_names(side: FilterOutputCheck) -> list[str]:
+    names = ["rows", "record: nulls", "record: repeats", "choice: unknown"]
+    categories, bounds = dict(side.categories), dict(side.bounds)
+    for column in side.features:
+        names += [f"{column}: nulls", f"{column}: outside"]
+        if column not in categories and bounds.get(column) is None:
+            names.append(f"{column}: infinite")
+        if column in side.integer_columns:
+            names.append(f"{column}: non-integers")
+    names += [f"{column}: outside classes" for column, _ in side.utility_classes]
+    names += [f"choice {choice!r}: {column} missing" for choice, column in side.kept]
+    names += [f"choice {choice!r}: {column} released" for choice, hidden in side.withheld for column in hidden]
+    return names
+
+
+def released_filter_summary(fragment: ReleasedFile, side: FilterOutputCheck) -> pd.DataFrame:
+    """One privatized file's metrics (:func:`output_metric_names`); its record numbers bucketed for
+    the duplicate check."""
+    from pipelines.platform.repeated_keys import write_key_buckets
+
+    frame = storage.parquet_file(fragment.where).read().to_pandas()
+    found: dict[str, int] = {"rows": len(frame)}
+    records = frame[FILTER_RECORD_COLUMN]
+    present = records.notna().to_numpy()
+    found["record: nulls"] = int((~present).sum())
+    numbers = records[present].to_numpy(np.int64)
+    write_key_buckets(pa.array(numbers, pa.int64()), numbers, side.keys, fragment.ordinal)
+    choices = frame["choice"]
+    names = [choice for choice, _ in side.kept]
+    found["choice: unknown"] = int((~choices.isin(names)).sum())
+    categories, bounds = dict(side.categories), dict(side.bounds)
+    for column in side.features:
+        values = frame[column]
+        nulls = values.isna().to_numpy()
+        found[f"{column}: nulls"] = int(nulls.sum())
+        if column in categories:
+            found[f"{column}: outside"] = int((~values.isin(list(categories[column])) & ~values.isna()).sum())
+            continue
+        numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        limits = bounds.get(column)
+        with np.errstate(invalid="ignore"):
+            if limits is not None:
+                found[f"{column}: outside"] = int((~((numbers >= limits[0]) & (numbers <= limits[1])) & ~nulls).sum())
+            else:
+                found[f"{column}: outside"] = 0
+                found[f"{column}: infinite"] = int((np.isinf(numbers)).sum())
+            if column in side.integer_columns:
+                found[f"{column}: non-integers"] = int(((numbers != np.floor(numbers)) & ~nulls).sum())
+    for column, classes in side.utility_classes:
+        labels = frame[column]
+        found[f"{column}: outside classes"] = int((~labels.isin(list(classes)) & labels.notna()).sum())
+    for choice, column in side.kept:
+        found[f"choice {choice!r}: {column} missing"] = int((frame[column].isna() & (choices == choice)).sum())
+    for choice, hidden in side.withheld:
+        for column in hidden:
+            found[f"choice {choice!r}: {column} released"] = int((frame[column].notna() & (choices == choice)).sum())
+    return pd.DataFrame({"metric": list(found), "count": np.asarray(list(found.values()), dtype=np.int64)})

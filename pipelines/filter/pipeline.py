@@ -50,14 +50,19 @@ from pipelines.filter.blocks import (
 from pipelines.filter.engine_input import (
     COUNTS,
     FINGERPRINT,
+    OUTPUT_METRICS_SCHEMA,
     SUMMARY_SCHEMA,
+    FilterOutputCheck,
     FilterReading,
     PositionedPrivatization,
+    ReleasedFile,
     count_rows,
+    output_metric_names,
     positioned_records,
     privatized_at_positions,
     problem_rows,
     read_filter_fragment,
+    released_filter_summary,
     staged_files,
 )
 from pipelines.filter.filter_set import FilterSet, StoredChoice, choices_fingerprint
@@ -67,7 +72,7 @@ from pipelines.filter.input import (
     read_feature_spec,
     read_records,
 )
-from pipelines.filter.validation import validate_filter_output
+from pipelines.filter.validation import validate_filter_output_metrics
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
 from pipelines.platform.lake import open_lake
@@ -86,6 +91,7 @@ from pipelines.platform.release import (
     code_version,
     release_secret,
 )
+from pipelines.platform.repeated_keys import KeyBuckets, bucket_count, find_repeated_keys
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -660,6 +666,35 @@ def _withheld(config: FilterConfig) -> dict[str, list[str]]:
     return {choice.name: [choice.private] for choice in config.choices if choice.private in utility_labels}
 
 
+def check_output_on_engine(context: ReleaseContext, engine: Engine, files: list[Any], spec: FeatureSpec,
+                           side: PrivatizationSide, rows: int) -> tuple[int, Any]:
+    """The privatized files read where they were written, one task each
+    (``engine_input.released_filter_summary``), their record numbers checked for repeats by the
+    bucketed reduce (``pipelines/platform/repeated_keys.py``); the output gate (GX) on the summed
+    metrics. The driver never reads the privatized rows."""
+    config = context.config
+    check = FilterOutputCheck(
+        features=tuple(spec.names),
+        categories=tuple((f.name, tuple(f.categories)) for f in spec.features if f.type == "categorical"),
+        bounds=tuple((f.name, tuple(map(float, f.bounds)) if f.bounds is not None else None)
+                     for f in spec.features if f.type == "numeric"),
+        integer_columns=tuple(f.name for f in spec.features if f.type == "numeric" and f.integer),
+        utility_classes=tuple((label, tuple(classes)) for label, classes in side.utility_classes.items()),
+        kept=tuple((choice.name, choice.utility) for choice in config.choices),
+        withheld=tuple((choice, tuple(columns)) for choice, columns in _withheld(config).items()),
+        keys=KeyBuckets(context.staging / "output-records", bucket_count([None] * len(files), engine.parallelism)),
+    )
+    released = [ReleasedFile(where, number) for number, where in enumerate(files)]
+    sums = engine.sum_by_key(engine.map_fragments(released, released_filter_summary, OUTPUT_METRICS_SCHEMA, check),
+                             "metric", ["count"])
+    metrics = dict.fromkeys(output_metric_names(check), 0)
+    metrics.update(zip(sums["metric"].astype(str), sums["count"].astype(int), strict=True))
+    metrics["record: repeats"] = find_repeated_keys(engine, check.keys, [file.ordinal for file in released]).repeats
+    names = output_metric_names(check)
+    return int(metrics["rows"]), validate_filter_output_metrics({name: metrics[name] for name in names}, names, spec,
+                                                                rows)
+
+
 def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFilters, engine: Engine) -> ReleaseResult:
     """Stage the records, privatize them where they live, validate, evaluate, describe."""
     config, timer, secret, release_id = context.config, context.timer, context.secret, context.release_id
@@ -675,17 +710,15 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
                                       side=PositionedPrivatization(side, checked.offsets))
         files = engine.write_parquet(released, context.staging / "data", out_schema)
     with timer.stage("validate output"):
-        released_frame = (
-            storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
-        )
-        kept = {choice.name: choice.utility for choice in config.choices}
-        output_validation = validate_filter_output(released_frame, spec, side.utility_classes, kept,
-                                                   _withheld(config), rows)
+        released_count, output_validation = check_output_on_engine(context, engine, files, spec, side, rows)
     evaluation: dict[str, Any] = {}
     if config.evaluation.enabled and output_validation.success:
         with timer.stage("evaluate"):
             from pipelines.filter.report import evaluation_report
 
+            released_frame = (
+                storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
+            )
             held, choices, private, utility = evaluation_records(engine, checked, spec)
             evaluation = evaluation_report(config, spec, weights, [choice.latent_filter for choice in trained],
                                            released_frame, held, choices, private, utility,
@@ -731,7 +764,7 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
             "conversion": config.privacy.conversion,
             "not_covered": NOT_COVERED,
         },
-        "rows": int(len(released_frame)),
+        "rows": int(released_count),
         "model_artifact_id": side.artifact_id,
         "encoder": {"artifact_id": side.artifact_id, "trained_at": encoder.trained_at.isoformat(),
                     "architecture": {key: value for key, value in weights.architecture.to_dict().items()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from schemas.expectations import INTEGER_DTYPES, ExpectationSpec, ExpectationSuiteSpec, finite, spec
+from schemas.expectations import (
+    INTEGER_DTYPES,
+    ExpectationSpec,
+    ExpectationSuiteSpec,
+    finite,
+    metric_between,
+    metric_suite,
+    spec,
+)
 
 FILTER_RECORD_COLUMN = "record"
 FILTER_CHOICE_COLUMN = "choice"
@@ -72,3 +80,42 @@ def filter_output_suites(
         ExpectationSuiteSpec("filter_output_types", tuple(types), ()),
         ExpectationSuiteSpec("filter_output_values", tuple(values), (FILTER_RECORD_COLUMN,)),
     ]
+
+
+def filter_output_metric_suites(names: list[str], rows: int, bounds: Mapping[str, tuple[float, float] | None],
+                                categorical: list[str]) -> list[ExpectationSuiteSpec]:
+    """The privatized records' gate on the engine's metrics (issue 15; ``names`` from
+    ``pipelines/filter/engine_input.py:output_metric_names``): the checks and words of
+    :func:`filter_output_suites` on the rows, each a count that must be 0 (``rows``: exactly
+    ``rows`` records)."""
+    checks: list[ExpectationSpec] = []
+    for name in names:
+        column, _, what = name.rpartition(": ")
+        if name == "rows":
+            checks.append(metric_between(name, f"the release must have {rows} records (one per input record)",
+                                         min_value=rows, max_value=rows))
+            continue
+        if name == "record: repeats":
+            message = "a record is released twice"
+        elif name == "record: nulls":
+            message = "values are not integers"
+        elif name == "choice: unknown":
+            message = "unknown choice"
+        elif what == "nulls":
+            message = "privatized value is missing" if column in categorical or bounds.get(column) is not None else (
+                "privatized value is missing or not a number (NaN)")
+        elif what == "outside":
+            message = "category outside the spec's list" if column in categorical else (
+                "value outside the spec's bounds [{}, {}]".format(*bounds[column]) if bounds.get(column) else "")
+        elif what == "infinite":
+            message = "privatized value is infinite"
+        elif what == "non-integers":
+            message = "values are not integers"
+        elif what == "outside classes":
+            message = "utility label outside its classes"
+        elif what.endswith(" missing"):
+            message = f"utility label missing for {column}"
+        else:
+            message = f"private label released for {column}"
+        checks.append(metric_between(name, message, max_value=0))
+    return metric_suite("filter_output_metrics", tuple(names), tuple(checks))
