@@ -275,3 +275,39 @@ def released_filter_summary(fragment: ReleasedFile, side: FilterOutputCheck) -> 
         for column in hidden:
             found[f"choice {choice!r}: {column} released"] = int((frame[column].notna() & (choices == choice)).sum())
     return pd.DataFrame({"metric": list(found), "count": np.asarray(list(found.values()), dtype=np.int64)})
+
+
+# ---- privatization, one task per staged file ----------------------------------------------------
+
+PRIVATIZED_FILES_SCHEMA = pa.schema([pa.field("ordinal", pa.int64(), nullable=False),
+                                     pa.field("rows", pa.int64(), nullable=False)])
+
+
+@dataclass(frozen=True)
+class PrivatizeFile:
+    """One staged file to privatize and the file its privatized records go to."""
+
+    staged: Where
+    output: Where
+    ordinal: int
+
+
+@dataclass(frozen=True)
+class PrivatizeFiles:
+    """The side value of :func:`privatize_file`: the privatization and the release's schema."""
+
+    privatization: PositionedPrivatization
+    schema: pa.Schema
+
+
+def privatize_file(task: PrivatizeFile, side: PrivatizeFiles) -> pd.DataFrame:
+    """Read one staged file, privatize its records (:func:`privatized_at_positions`: the VAE runs on
+    fixed-size blocks and every record's noise is keyed by its position, so a file gives the rows
+    any batching gives) and write them as one file of the release: the task holds one staged file,
+    on every engine (the local engine's tasks run in the driver process)."""
+    from pipelines.engines.arrow import frame_to_table
+
+    frame = storage.parquet_file(task.staged).read().to_pandas()
+    table = frame_to_table(privatized_at_positions(frame, side.privatization), side.schema)
+    storage.write_table(table, task.output)
+    return pd.DataFrame({"ordinal": [task.ordinal], "rows": [table.num_rows]})

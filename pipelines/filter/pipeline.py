@@ -45,21 +45,23 @@ from pipelines.filter.blocks import (
     PrivatizationSide,
     expand_features,
     output_schema,
-    staged_schema,
 )
 from pipelines.filter.engine_input import (
     COUNTS,
     FINGERPRINT,
     OUTPUT_METRICS_SCHEMA,
+    PRIVATIZED_FILES_SCHEMA,
     SUMMARY_SCHEMA,
     FilterOutputCheck,
     FilterReading,
     PositionedPrivatization,
+    PrivatizeFile,
+    PrivatizeFiles,
     ReleasedFile,
     count_rows,
     output_metric_names,
     positioned_records,
-    privatized_at_positions,
+    privatize_file,
     problem_rows,
     read_filter_fragment,
     released_filter_summary,
@@ -705,10 +707,13 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         checked = read_input_on_engine(context, spec, prepared, engine)
     rows = checked.rows
     with timer.stage("privatize"):
-        records = engine.read_groups(checked.staged, FILTER_RECORD_COLUMN, staged_schema(spec))
-        released = engine.map_batches(records, privatized_at_positions, out_schema,
-                                      side=PositionedPrivatization(side, checked.offsets))
-        files = engine.write_parquet(released, context.staging / "data", out_schema)
+        tasks = [PrivatizeFile(staged, context.staging / "data" / f"part-{number:05d}.parquet", number)
+                 for number, staged in enumerate(checked.staged)]
+        written = engine.collect(engine.map_fragments(
+            tasks, privatize_file, PRIVATIZED_FILES_SCHEMA,
+            PrivatizeFiles(PositionedPrivatization(side, checked.offsets), out_schema)))
+        nonempty = set(written.loc[written["rows"] > 0, "ordinal"].astype(int))
+        files = [task.output for task in tasks if task.ordinal in nonempty]
     with timer.stage("validate output"):
         released_count, output_validation = check_output_on_engine(context, engine, files, spec, side, rows)
     evaluation: dict[str, Any] = {}

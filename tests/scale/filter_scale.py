@@ -1,0 +1,125 @@
+"""The driver-memory measurements of the filter release (issue 15): generated partitioned records
+to privatize, a stored encoder and stored filters, and a release run in a child process.
+
+``write_records(folder, n, rows_per_file)`` writes ``n`` records (three features, two labels, each
+owner's choice) as hive-partitioned Parquet (``batch=NNNN/part-00000.parquet``), a small training
+CSV (2,000 records), the feature spec and a config whose lake is a test lake with a budget; then it
+trains the encoder and the filters into the lake (``train-encoder``, ``train-filters``: a release
+with ``filters: {artifact: latest}`` reads no training record) with the evaluation off (the
+evaluation still reads the records on the driver). Data go under a temporary folder.
+
+``python -m tests.scale.filter_scale CONFIG ENGINE --traced`` runs one release in this process and
+prints one JSON line: wall seconds, input rows, and the peak of Python's traced allocations plus
+Arrow's memory pool peak during the release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+SECRET_HEX = "5ca1ab1e" * 8
+FEATURES = {"features": [
+    {"name": "height", "type": "numeric", "bounds": [100, 220]},
+    {"name": "years", "type": "numeric", "bounds": [0, 60], "integer": True},
+    {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue"]},
+]}
+
+
+def _people(rows: int, rng) -> dict:
+    import numpy as np
+
+    group = rng.integers(0, 2, rows)
+    senior = rng.integers(0, 2, rows)
+    return {
+        "height": np.clip(rng.normal(160 + 15 * group, 8), 100, 220).round(1),
+        "years": np.clip(rng.normal(20 + 20 * senior, 6), 0, 60).round().astype(np.int64),
+        "colour": np.where(rng.random(rows) < 0.6 + 0.3 * group, "blue", np.where(rng.random(rows) < 0.5, "red", "green")),
+        "group": np.array(["a", "b"])[group],
+        "senior": np.array(["no", "yes"])[senior],
+        "choice": np.where(rng.random(rows) < 0.3, "hide-senior", "hide-group"),
+    }
+
+
+def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scale") -> Path:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from pipelines.filter.pipeline import train_encoder, train_filters
+    from pipelines.platform.config import load_config
+    from tests.lake_setup import prepare_lake
+
+    rng = np.random.default_rng(15)
+    for index, start in enumerate(range(0, n, rows_per_file)):
+        part = folder / "records" / f"batch={index:04d}"
+        part.mkdir(parents=True)
+        pq.write_table(pa.table(_people(min(rows_per_file, n - start), rng)), part / "part-00000.parquet")
+    pd.DataFrame(_people(2000, rng)).to_csv(folder / "training.csv", index=False)
+    (folder / "features.yaml").write_text(yaml.safe_dump(FEATURES))
+    config = {
+        "kind": "filter", "dataset": dataset, "lake": str(folder / "lake"), "feature_spec": "features.yaml",
+        "training": {"path": "training.csv"},
+        "input": {"path": "records", "choice_column": "choice"},
+        "labels": {"group": {"column": "group", "categories": ["a", "b"]},
+                   "senior": {"column": "senior", "categories": ["no", "yes"]}},
+        "choices": [{"name": "hide-group", "private": "group", "utility": "senior", "budget": 1.0},
+                    {"name": "hide-senior", "private": "senior", "utility": "group", "budget": 1.0}],
+        "encoder": {"latent_dimension": 4, "hidden_widths": [16], "training": {"epochs": 2, "batch_size": 256}},
+        "filter_training": {"epochs": 2, "batch_size": 256},
+        "filters": {"artifact": "latest"},
+        "evaluation": {"enabled": False},
+    }
+    path = folder / "filter.yaml"
+    path.write_text(yaml.safe_dump(config))
+    prepare_lake(folder / "lake", dataset)
+    os.environ.setdefault("PRIVLAKE_TEST_SECRET", SECRET_HEX)
+    loaded = load_config(path)
+    train_encoder(loaded)
+    train_filters(loaded)
+    return path
+
+
+def measure(config_path: Path, engine_name: str) -> dict:
+    from pipelines.platform.validation import start_gate_worker
+
+    start_gate_worker()
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from pipelines.engines import make_engine
+    from pipelines.filter.pipeline import run_filter_release
+    from pipelines.platform.config import load_config
+
+    os.environ.setdefault("PRIVLAKE_TEST_SECRET", SECRET_HEX)
+    config = load_config(config_path)
+    tracemalloc.start()
+    arrow_before = pa.default_memory_pool().bytes_allocated()
+    with make_engine(engine_name) as engine:
+        start = time.perf_counter()
+        outcome = run_filter_release(config, release_id=f"scale-{time.time_ns()}", engine=engine)
+        seconds = time.perf_counter() - start
+    _, traced_peak = tracemalloc.get_traced_memory()
+    return {"seconds": seconds, "n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"],
+            "status": outcome.status, "traced_peak_bytes": traced_peak,
+            "arrow_peak_bytes": pa.default_memory_pool().max_memory() - arrow_before}
+
+
+def main(arguments: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config", type=Path)
+    parser.add_argument("engine")
+    parser.add_argument("--traced", action="store_true")
+    options = parser.parse_args(arguments)
+    print(json.dumps(measure(options.config, options.engine)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
