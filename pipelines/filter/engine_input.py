@@ -311,3 +311,36 @@ def privatize_file(task: PrivatizeFile, side: PrivatizeFiles) -> pd.DataFrame:
     table = frame_to_table(privatized_at_positions(frame, side.privatization), side.schema)
     storage.write_table(table, task.output)
     return pd.DataFrame({"ordinal": [task.ordinal], "rows": [table.num_rows]})
+
+
+# ---- the evaluation's bounded sample ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SampleTask:
+    """One fragment's staged files (in order), its first position, and per choice how many of the
+    choice's records come before it (their ranks start there)."""
+
+    files: tuple[Where, ...]
+    start: int
+    choice_offsets: tuple[int, ...]
+
+
+def sampled_staged(task: SampleTask, side: tuple[np.ndarray, ...]) -> pd.DataFrame:
+    """The staged records of the fragment whose rank within their choice is in ``side[choice]``
+    (sorted ranks), with ``record`` as their position."""
+    frame = pd.concat([storage.parquet_file(where).read().to_pandas() for where in task.files], ignore_index=True)
+    choices = frame["choice"].to_numpy(np.int64)
+    keep = np.zeros(len(frame), dtype=bool)
+    for code, ranks in enumerate(side):
+        members = np.flatnonzero(choices == code)
+        local = task.choice_offsets[code] + np.arange(members.size, dtype=np.int64)
+        keep[members[np.isin(local, ranks, assume_unique=True)]] = True
+    chosen = frame.loc[keep].copy()
+    chosen[FILTER_RECORD_COLUMN] = task.start + np.flatnonzero(keep).astype(np.int64)
+    return chosen.reset_index(drop=True)
+
+
+def sampled_released(task: ReleasedFile, side: np.ndarray) -> pd.DataFrame:
+    """The privatized records of one release file at the positions ``side`` (sorted)."""
+    frame = storage.parquet_file(task.where).read().to_pandas()
+    return frame.loc[np.isin(frame[FILTER_RECORD_COLUMN].to_numpy(np.int64), side)].reset_index(drop=True)

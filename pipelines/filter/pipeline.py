@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import storage
@@ -45,6 +44,7 @@ from pipelines.filter.blocks import (
     PrivatizationSide,
     expand_features,
     output_schema,
+    staged_schema,
 )
 from pipelines.filter.engine_input import (
     COUNTS,
@@ -58,13 +58,15 @@ from pipelines.filter.engine_input import (
     PrivatizeFile,
     PrivatizeFiles,
     ReleasedFile,
+    SampleTask,
     count_rows,
     output_metric_names,
-    positioned_records,
     privatize_file,
     problem_rows,
     read_filter_fragment,
     released_filter_summary,
+    sampled_released,
+    sampled_staged,
     staged_files,
 )
 from pipelines.filter.filter_set import FilterSet, StoredChoice, choices_fingerprint
@@ -74,6 +76,7 @@ from pipelines.filter.input import (
     read_feature_spec,
     read_records,
 )
+from pipelines.filter.report import ChoiceSample, sample_ranks
 from pipelines.filter.validation import validate_filter_output_metrics
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
@@ -110,7 +113,12 @@ from schemas.filter.features import FeatureSpec
 from transforms.core.accounting import GAUSSIAN, PrivacyStep
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.filter.accounting import filter_privacy_summary, sensitivity_privacy_summary
-from transforms.filter.features import feature_fingerprint, feature_layout, feature_spec_sha256
+from transforms.filter.features import (
+    encode_features,
+    feature_fingerprint,
+    feature_layout,
+    feature_spec_sha256,
+)
 from transforms.filter.inference import (
     ParsedArtifact,
     VaeArchitecture,
@@ -558,6 +566,8 @@ class CheckedInput:
     choice_counts: np.ndarray
     clipped: dict[str, int]
     fingerprint: str
+    fragment_choice_counts: dict[int, list[int]]
+    files_per_fragment: int
 
 
 def listing_spec(settings: FilterInput) -> FilterInput:
@@ -619,8 +629,10 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
         position += rows_of[fragment.ordinal]
     choice_counts = np.zeros(len(config.choices), dtype=np.int64)
     clipped: dict[str, int] = {}
-    for text in counted["text"]:
+    fragment_choice_counts: dict[int, list[int]] = {}
+    for ordinal, text in zip(counted["ordinal"].astype(int), counted["text"], strict=True):
         figures = json.loads(text)
+        fragment_choice_counts[ordinal] = figures.get("choices", [0] * len(config.choices))
         if figures:
             choice_counts += np.asarray(figures["choices"], dtype=np.int64)
             for name, count in figures["clipped"].items():
@@ -638,18 +650,44 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
     digest.update(repr((settings.header, names, settings.choice_column,
                         sorted((column, sorted(mapping.items())) for column, mapping in settings.recode.items()))
                        ).encode())
-    return CheckedInput(total, tuple(offsets), staged, choice_counts, clipped, "hmac-sha256:" + digest.hexdigest())
+    return CheckedInput(total, tuple(offsets), staged, choice_counts, clipped, "hmac-sha256:" + digest.hexdigest(),
+                        fragment_choice_counts, per_fragment)
 
 
-def evaluation_records(engine: Engine, checked: CheckedInput, spec: FeatureSpec) -> tuple[FilterRecords, np.ndarray,
-                                                                                          np.ndarray, np.ndarray]:
-    """The staged records on the driver, in position order, for the evaluation (which samples each
-    choice's records itself: ``evaluation.max_records``)."""
-    frame = storage.read_files(checked.staged).to_pandas()
-    frame = positioned_records(frame, checked.offsets).sort_values(FILTER_RECORD_COLUMN, kind="stable")
-    records = FilterRecords(pd.DataFrame(), expand_features(frame, spec), {}, checked.clipped)
-    return (records, frame["choice"].to_numpy(np.int64), frame["private"].to_numpy(np.int32),
-            frame["utility"].to_numpy(np.int32))
+def evaluation_samples(engine: Engine, context: ReleaseContext, prepared: PreparedInput, checked: CheckedInput,
+                       files: list[Any], spec: FeatureSpec) -> tuple[list[Any], list[ChoiceSample]]:
+    """The evaluation's records, read on the engine: per choice, the keyed sample's ranks
+    (``report.sample_ranks``: at most ``evaluation.max_records`` a choice), then the staged records
+    and the privatized ones at those positions. The driver holds the samples only."""
+    config = context.config
+    draws = sample_ranks(config, checked.choice_counts, context.secret, context.release_id)
+    ranks = tuple(ranks for _, ranks in draws)
+    tasks, before = [], np.zeros(len(config.choices), dtype=np.int64)
+    for fragment, start in zip(prepared.fragments, checked.offsets, strict=True):
+        counts = np.asarray(checked.fragment_choice_counts[fragment.ordinal], dtype=np.int64)
+        if counts.sum():
+            tasks.append(SampleTask(tuple(staged_files(prepared.staging_folder, fragment.ordinal,
+                                                       checked.files_per_fragment)), start, tuple(int(c) for c in before)))
+        before += counts
+    staged = engine.collect(engine.map_fragments(tasks, sampled_staged, staged_schema(spec), ranks))
+    staged = staged.sort_values(FILTER_RECORD_COLUMN, kind="stable").reset_index(drop=True)
+    positions = staged[FILTER_RECORD_COLUMN].to_numpy(np.int64)
+    out_schema = output_schema(spec, _utility_labels(config))
+    released = engine.collect(engine.map_fragments([ReleasedFile(where, number) for number, where in enumerate(files)],
+                                                   sampled_released, out_schema, positions))
+    released = released.sort_values(FILTER_RECORD_COLUMN, kind="stable").reset_index(drop=True)
+    if not np.array_equal(released[FILTER_RECORD_COLUMN].to_numpy(np.int64), positions):
+        raise PrivlakeError("the evaluation's sample of released records does not match its input records")
+    features = expand_features(staged, spec)
+    released_features = encode_features(released, spec).matrix
+    choices = staged["choice"].to_numpy(np.int64)
+    samples = []
+    for code in range(len(config.choices)):
+        members = np.flatnonzero(choices == code)
+        samples.append(ChoiceSample(positions[members], features[members], released_features[members],
+                                    staged["private"].to_numpy(np.int32)[members],
+                                    staged["utility"].to_numpy(np.int32)[members]))
+    return draws, samples
 
 
 def stage_records(table: pa.Table, folder: storage.Where, parallelism: int) -> list[storage.Where]:
@@ -719,15 +757,12 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
     evaluation: dict[str, Any] = {}
     if config.evaluation.enabled and output_validation.success:
         with timer.stage("evaluate"):
-            from pipelines.filter.report import evaluation_report
+            from pipelines.filter.report import evaluation_report_of_samples
 
-            released_frame = (
-                storage.read_files(files).to_pandas() if files else out_schema.empty_table().to_pandas()
-            )
-            held, choices, private, utility = evaluation_records(engine, checked, spec)
-            evaluation = evaluation_report(config, spec, weights, [choice.latent_filter for choice in trained],
-                                           released_frame, held, choices, private, utility,
-                                           filters.training_log_variance, secret, release_id)
+            draws, samples = evaluation_samples(engine, context, prepared, checked, files, spec)
+            evaluation = evaluation_report_of_samples(config, spec, weights,
+                                                      [choice.latent_filter for choice in trained], draws, samples,
+                                                      filters.training_log_variance, secret, release_id)
     choices_report, choices_internal = [], []
     counts = checked.choice_counts
     for choice, result, summary, count in zip(config.choices, trained, summaries, counts, strict=True):

@@ -15,6 +15,7 @@ Computed from raw labels: an internal report, not privacy-protected, and never a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,16 +63,65 @@ def _privatized_version(weights: VaeWeights, spec: FeatureSpec, latents: tuple[n
     return encode_features(decode_features(decoded, spec), spec).matrix
 
 
+@dataclass(frozen=True)
+class ChoiceSample:
+    """The evaluated records of one choice, in position order: their positions (``rows``), raw
+    feature matrix, released (privatized) feature matrix and label codes."""
+
+    rows: np.ndarray
+    features: np.ndarray
+    released_features: np.ndarray
+    private: np.ndarray
+    utility: np.ndarray
+
+
+def sample_ranks(config: FilterConfig, counts: np.ndarray, secret: bytes,
+                 release_id: str) -> list[tuple[np.random.Generator, np.ndarray]]:
+    """Per choice, its keyed generator and the ranks (among the choice's records, in position order)
+    of the records the evaluation reads: all of them up to ``evaluation.max_records``, beyond it a
+    keyed sample — the draws ``rng.choice(rows, ...)`` makes on the positions themselves, so the
+    driver needs only each choice's count."""
+    settings = config.evaluation
+    draws = []
+    for choice, count in zip(config.choices, counts, strict=True):
+        rng = keyed_generator(secret, release_id, PURPOSE_EVALUATION, choice.name)
+        count = int(count)
+        if count > settings.max_records:
+            ranks = np.sort(rng.choice(count, size=settings.max_records, replace=False)).astype(np.int64)
+        else:
+            ranks = np.arange(count, dtype=np.int64)
+        draws.append((rng, ranks))
+    return draws
+
+
 def evaluation_report(config: FilterConfig, spec: FeatureSpec, weights: VaeWeights,
                       filters: list[LinearLatentFilter], released: pd.DataFrame, records: FilterRecords,
                       choices: np.ndarray, private: np.ndarray, utility: np.ndarray,
                       training_log_variance: np.ndarray, secret: bytes, release_id: str) -> dict[str, Any]:
-    """Per choice: scores of the four versions (module docstring) and the filter's distortion on the
-    evaluated records (the budget is enforced on the training records; here it is measured on
-    records it was not fitted to)."""
-    settings = config.evaluation
+    """:func:`evaluation_report_of_samples` with every record at hand (the samples cut from whole
+    arrays)."""
     ordered = released.sort_values(FILTER_RECORD_COLUMN, kind="stable").reset_index(drop=True)
     released_features = encode_features(ordered, spec).matrix
+    counts = np.bincount(choices, minlength=len(config.choices))
+    draws = sample_ranks(config, counts, secret, release_id)
+    samples = []
+    for code, (_, ranks) in enumerate(draws):
+        rows = np.flatnonzero(choices == code)[ranks]
+        samples.append(ChoiceSample(rows, records.features[rows], released_features[rows], private[rows],
+                                    utility[rows]))
+    return evaluation_report_of_samples(config, spec, weights, filters, draws, samples, training_log_variance,
+                                        secret, release_id)
+
+
+def evaluation_report_of_samples(config: FilterConfig, spec: FeatureSpec, weights: VaeWeights,
+                                 filters: list[LinearLatentFilter],
+                                 draws: list[tuple[np.random.Generator, np.ndarray]], samples: list[ChoiceSample],
+                                 training_log_variance: np.ndarray, secret: bytes, release_id: str) -> dict[str, Any]:
+    """Per choice: scores of the four versions (module docstring) and the filter's distortion on the
+    evaluated records (the budget is enforced on the training records; here it is measured on
+    records it was not fitted to). ``draws`` and ``samples``: :func:`sample_ranks` and the records
+    at those ranks."""
+    settings = config.evaluation
     latent_dimension = weights.architecture.latent_dimension
     report: dict[str, Any] = {
         "note": "classifiers trained afresh on a keyed sample of each choice's records and scored on held-out "
@@ -85,11 +135,9 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, weights: VaeWeigh
         },
         "choices": {},
     }
-    for code, (choice, latent_filter) in enumerate(zip(config.choices, filters, strict=True)):
-        rng = keyed_generator(secret, release_id, PURPOSE_EVALUATION, choice.name)
-        rows = np.flatnonzero(choices == code)
-        if rows.size > settings.max_records:
-            rows = np.sort(rng.choice(rows, size=settings.max_records, replace=False))
+    for (choice, latent_filter), (rng, _), sample in zip(zip(config.choices, filters, strict=True), draws, samples,
+                                                         strict=True):
+        rows = sample.rows
         order = rng.permutation(rows.size)
         test_size = int(round(settings.test_fraction * rows.size))
         test, train = np.sort(order[:test_size]), np.sort(order[test_size:])
@@ -98,16 +146,16 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, weights: VaeWeigh
             continue
         private_classes = len(config.labels[choice.private].classes)
         utility_classes = len(config.labels[choice.utility].classes)
-        labels = private[rows].astype(np.int64)
+        labels = sample.private.astype(np.int64)
         noise_scale = gaussian_baseline_noise_scale(training_log_variance, choice.budget)
         no_filter = LinearLatentFilter(np.zeros((latent_dimension, 1)), np.zeros((latent_dimension, private_classes)))
-        features = records.features[rows]
+        features = sample.features
         latents = encode_latents(weights, features)
         versions = {
             "raw": features,
             "vae_round_trip": _privatized_version(weights, spec, latents, rows, labels, no_filter, secret,
                                                   release_id, PURPOSE_ROUND_TRIP),
-            "privatized": released_features[rows],
+            "privatized": sample.released_features,
             "gaussian_baseline": _privatized_version(
                 weights, spec, latents, rows, labels,
                 gaussian_baseline_filter(latent_dimension, private_classes, noise_scale), secret, release_id,
@@ -119,7 +167,7 @@ def evaluation_report(config: FilterConfig, spec: FeatureSpec, weights: VaeWeigh
             "test_records": int(test.size),
             "distortion_on_evaluated_records": filter_distortion(latent_filter, latents[1], labels),
             "gaussian_baseline_noise_scale": noise_scale,
-            **{name: _version_scores(matrix, train, test, labels, utility[rows].astype(np.int64), private_classes,
+            **{name: _version_scores(matrix, train, test, labels, sample.utility.astype(np.int64), private_classes,
                                      utility_classes, list(settings.classifiers))
                for name, matrix in versions.items()},
         }
