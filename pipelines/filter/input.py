@@ -19,7 +19,15 @@ import pandas as pd
 
 from pipelines.platform.config import read_yaml, validate_document
 from pipelines.platform.errors import ConfigError, InputError
-from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names, read_records_table
+from pipelines.platform.input import (
+    NO_HEADER_HINT,
+    apply_recode,
+    as_missing,
+    domain_reason,
+    header_names,
+    read_records_table,
+    table_chunks,
+)
 from schemas.filter.config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
 from schemas.filter.features import FeatureSpec
 from transforms.core.domain_violation import DomainViolation
@@ -85,8 +93,14 @@ def label_codes(column: pd.Series, definition: LabelDefinition, name: str) -> np
 def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[str, LabelDefinition],
                  extra_columns: tuple[str, ...] = ()) -> FilterRecords:
     """Read, recode, encode features and ``labels``; ``InputError`` naming file, row and column."""
+    return _encoded(read_records_table(reading, reading.columns or ()), reading, spec, labels, extra_columns)
+
+
+def _encoded(frame: pd.DataFrame, reading: FilterTableReading, spec: FeatureSpec, labels: dict[str, LabelDefinition],
+             extra_columns: tuple[str, ...] = (), rows: np.ndarray | None = None) -> FilterRecords:
+    """The records of ``frame`` encoded; ``rows`` (0-based file rows of the frame's rows, when it
+    holds a sample) names a bad value's row in the file."""
     name = str(reading.path)
-    frame = read_records_table(reading, reading.columns or ())
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     needed = [*spec.names, *(definition.column for definition in labels.values()), *extra_columns]
@@ -99,8 +113,32 @@ def read_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[st
         codes = {label: label_codes(frame[definition.column], definition, definition.column)
                  for label, definition in labels.items()}
     except DomainViolation as error:
-        raise InputError(name, domain_reason(error.message), row=error.row + 1, column=error.column) from None
+        row = error.row if rows is None else int(rows[error.row])
+        raise InputError(name, domain_reason(error.message), row=row + 1, column=error.column) from None
     return FilterRecords(frame, encoded.matrix, codes, encoded.clipped)
+
+
+def read_training_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[str, LabelDefinition],
+                          rng: np.random.Generator) -> FilterRecords:
+    """The training records the driver reads, at most ``reading.max_records`` of them: a file with
+    no more is read whole (:func:`read_records`); a larger one is read in chunks twice — counted,
+    then the keyed sample of ``max_records`` rows (``rng``, in file order) kept — so the driver
+    holds a chunk and the sample, never the file."""
+    names = reading.columns or ()
+    cap = reading.max_records
+    count = sum(len(chunk) for chunk in table_chunks(reading, names))
+    if count <= cap:
+        return read_records(reading, spec, labels)
+    chosen = np.sort(rng.choice(count, size=cap, replace=False)).astype(np.int64)
+    pieces, start = [], 0
+    for chunk in table_chunks(reading, names):
+        inside = chosen[(chosen >= start) & (chosen < start + len(chunk))] - start
+        if inside.size:
+            pieces.append(chunk.iloc[inside])
+        start += len(chunk)
+    frame = apply_recode(pd.concat(pieces, ignore_index=True), reading)
+    frame = as_missing(frame) if reading.format == "csv" else frame
+    return _encoded(frame, reading, spec, labels, rows=chosen)
 
 
 def choice_codes(frame: pd.DataFrame, reading: FilterInput, config: FilterConfig) -> np.ndarray:

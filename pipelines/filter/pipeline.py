@@ -74,7 +74,7 @@ from pipelines.filter.input import (
     FilterRecords,
     check_label_columns,
     read_feature_spec,
-    read_records,
+    read_training_records,
 )
 from pipelines.filter.report import ChoiceSample, sample_ranks
 from pipelines.filter.validation import validate_filter_output_metrics
@@ -152,6 +152,14 @@ NOT_COVERED = [
 # ---- phase 1: the shared encoder ----------------------------------------------------------------
 
 
+PURPOSE_TRAINING_RECORDS = "filter-training-records"
+
+
+def training_sample_generator(secret: bytes, config: FilterConfig) -> np.random.Generator:
+    """The keyed stream of the training records' sample (``training.max_records``)."""
+    return keyed_generator(secret, config.dataset, PURPOSE_TRAINING_RECORDS, 0)
+
+
 def _training_labels(config: FilterConfig) -> dict[str, Any]:
     used = {label for choice in config.choices for label in (choice.private, choice.utility)}
     return {name: config.labels[name] for name in sorted(used)}
@@ -180,8 +188,8 @@ def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None =
     timer = StageTimer(progress)
     spec = _read_spec(config)
     with timer.stage("read training records"):
-        records = read_records(config.training, spec, {})
-    secret, secret_source = release_secret()
+        secret, secret_source = release_secret()
+        records = read_training_records(config.training, spec, {}, training_sample_generator(secret, config))
     settings = config.encoder
     architecture = VaeArchitecture(feature_layout(spec), settings.latent_dimension, tuple(settings.hidden_widths),
                                    settings.numeric_noise_scale)
@@ -328,7 +336,8 @@ def train_filters(config: FilterConfig, progress: Callable[[str], None] | None =
         with timer.stage("load encoder"):
             _, parsed = _encoder_weights(store, encoder)
         with timer.stage("read training records"):
-            training = read_records(config.training, spec, _training_labels(config))
+            training = read_training_records(config.training, spec, _training_labels(config),
+                                             training_sample_generator(secret, config))
         fingerprint = {**feature_fingerprint(training.features, spec),
                        "file_sha256": file_fingerprint(config.training.path).removeprefix("sha256:")}
         with timer.stage("encode training records"):
@@ -508,7 +517,8 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
     training_log_variance = None
     if plan.stored is None or config.evaluation.enabled:
         with timer.stage("read training records"):
-            training = read_records(config.training, plan.spec, _training_labels(config))
+            training = read_training_records(config.training, plan.spec, _training_labels(config),
+                                             training_sample_generator(secret, config))
         training_mean, training_log_variance = encode_latents(weights, training.features)
     trained = plan.stored
     if trained is None:

@@ -280,6 +280,36 @@ def read_text_csv(source: Any, header: bool, names: Sequence[str]) -> pd.DataFra
     )
 
 
+def table_chunks(reading: TableReading, names: Sequence[str], rows: int = 1 << 16) -> Any:
+    """:func:`read_table`'s table in chunks of at most ``rows`` rows, in order (CSV through the same
+    parser options, Parquet by record batches): a bounded read of a large file. Errors as there."""
+    name = str(reading.path)
+    if not reading.path.exists():
+        raise InputError(name, "file not found")
+    if not reading.path.is_file():
+        raise InputError(name, "is not a file")
+    try:
+        if reading.format == "parquet":
+            with pq.ParquetFile(reading.path) as parquet:
+                for batch in parquet.iter_batches(batch_size=rows):
+                    yield pa.Table.from_batches([batch]).to_pandas()
+            return
+        if reading.path.stat().st_size == 0:
+            raise InputError(name, "empty file: no header and no rows")
+        with pd.read_csv(reading.path, header=0 if reading.header else None,
+                         names=None if reading.header else list(names), dtype=str, keep_default_na=False,
+                         skipinitialspace=True, index_col=False, chunksize=rows) as chunks:
+            for chunk in chunks:
+                chunk.columns = [str(column).strip() for column in chunk.columns]
+                yield chunk
+    except InputError:
+        raise
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError, pa.ArrowException) as error:
+        if reading.format == "parquet":
+            raise parquet_problem(reading.path, error) from None
+        raise csv_problem(reading.path, error, header=reading.header) from None
+
+
 def apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
     for column, mapping in reading.recode.items():
         if column not in frame.columns:

@@ -37,10 +37,20 @@ MAX_EVALUATION_RECORDS = 10_000_000
 MAX_CHOICES = 256
 
 
+MAX_TRAINING_READ = 100_000_000
+"""The most training records ``training.max_records`` lets the driver hold."""
+
+
 class FilterTableReading(TableReading):
-    """A table file; ``columns`` names the columns of a CSV without a header row, in order."""
+    """A table file; ``columns`` names the columns of a CSV without a header row, in order;
+    ``max_records``: the most records the driver reads (a larger file gives a keyed sample of this
+    many, read in chunks)."""
 
     columns: list[str] | None = None
+    max_records: int = Field(
+        1_000_000, ge=1, le=MAX_TRAINING_READ,
+        description="the most training records read on the driver (beyond, a keyed sample); at most 10^8",
+    )
 
     @model_validator(mode="after")
     def _names_for_headerless_csv(self) -> FilterTableReading:
