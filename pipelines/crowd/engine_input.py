@@ -320,11 +320,36 @@ def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
 
 # ---- pass 2: one task per object bucket -----------------------------------------------------------
 
+BUCKET_INPUT_BYTES = 256 << 10
+"""Input bytes (as listed) per bucket of pass 1: fine buckets, grouped into pass-2 tasks of about
+:data:`TASK_CLAIMS` claims once pass 1 has counted the rows (input bytes say little about rows:
+a column of sequential ids compresses to almost nothing)."""
+MAX_BUCKETS = 4096
+TASK_CLAIMS = 250_000
+"""Claims a pass-2 task holds, about (whole buckets: the hash spreads objects evenly)."""
+
+
+def fine_bucket_count(fragment_sizes: list[int | None], parallelism: int) -> int:
+    """Pass 1's buckets: about :data:`BUCKET_INPUT_BYTES` of input each, at least the engine's
+    parallelism, at most :data:`MAX_BUCKETS`."""
+    total = sum(size or 0 for size in fragment_sizes)
+    return int(min(MAX_BUCKETS, max(1, parallelism, -(-total // BUCKET_INPUT_BYTES))))
+
+
 @dataclass(frozen=True)
 class ObjectBucket:
-    """A pass-2 task: bucket ``index`` of every fragment's claims file."""
+    """A pass-2 task: buckets ``index`` to ``last`` (inclusive) of every fragment's claims file."""
 
     index: int
+    last: int
+
+
+def bucket_tasks(buckets: int, rows: int, parallelism: int) -> list[ObjectBucket]:
+    """Consecutive buckets grouped into tasks of about :data:`TASK_CLAIMS` claims (``rows`` in
+    all), at least ``parallelism`` tasks when there are that many buckets."""
+    per_bucket = max(1.0, rows / max(1, buckets))
+    size = max(1, min(int(TASK_CLAIMS // per_bucket), -(-buckets // max(1, parallelism))))
+    return [ObjectBucket(first, min(first + size, buckets) - 1) for first in range(0, buckets, size)]
 
 
 @dataclass(frozen=True)
@@ -371,7 +396,8 @@ def _metric(code: int, count: int, row_id: int | None = None, detail: int | None
 def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     """Pass 2 for one bucket (module docstring)."""
     schema = crowd_group_summary_schema()
-    parts = [batch for batch in (_bucket_batch(file, task.index) for file in side.files) if batch.num_rows]
+    parts = [batch for index in range(task.index, task.last + 1) for batch in
+             (_bucket_batch(file, index) for file in side.files) if batch.num_rows]
     if not parts:
         return schema.empty_table()
     objects = np.concatenate([_reconciled(part.column(0), side.object_integers) for part in parts])

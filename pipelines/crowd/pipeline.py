@@ -81,8 +81,9 @@ from pipelines.crowd.engine_input import (
     TEXT_SOURCE_IDS,
     ClaimsReading,
     GroupSide,
-    ObjectBucket,
     OutputSide,
+    bucket_tasks,
+    fine_bucket_count,
     fingerprint_entries,
     group_metric_rows,
     metric_entries,
@@ -110,7 +111,6 @@ from pipelines.platform.release import (
     ReleaseKind,
     ReleaseResult,
 )
-from pipelines.platform.repeated_keys import bucket_count
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -353,7 +353,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     reading = ClaimsReading(
         object_column=columns.object_id, source_column=columns.source_id, value_column=columns.value,
         folder=prepared.staging / "input" / "claim-buckets",
-        buckets=bucket_count([fragment.size for fragment in fragments], engine.parallelism),
+        buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
         fingerprint_key=fingerprint_key,
     )
     summary = engine.persist(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
@@ -387,7 +387,8 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         duplicates=settings.duplicates, value_range=tuple(config.privacy.value_range), k=k,
         folder=prepared.staging / "input" / "objects", objects_per_source=uses_global_weights(config),
     )
-    grouped = engine.persist(engine.map_fragments([ObjectBucket(index) for index in range(reading.buckets)],
+    tasks = bucket_tasks(reading.buckets, by_code.get(ROWS, 0), engine.parallelism)
+    grouped = engine.persist(engine.map_fragments(tasks,
                                                   stage_object_bucket, crowd_group_summary_schema(), side))
     try:
         figures = engine.collect(engine.map_batches(grouped, group_metric_rows, crowd_group_summary_schema()))
@@ -491,7 +492,7 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
     privacy, timer, staging = context.config.privacy, context.timer, context.staging
     input_schema = checked.input_schema
     bounded_rows = None
-    claims = engine.read_groups(checked.object_files, "object_id", input_schema)
+    claims = engine.read_groups_streaming(checked.object_files, "object_id", input_schema)
     if privacy.max_objects_per_source is not None:
         with timer.stage("bound contributions"):
             claims = engine.map_groups(
@@ -508,7 +509,7 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
         prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", schema)
         if bounded_rows is not None:
             engine.unpersist(claims)
-        claims = engine.read_groups(prepared_files, "object_id", schema)
+        claims = engine.read_groups_streaming(prepared_files, "object_id", schema)
     return StagedClaims(claims, bounded_rows)
 
 
@@ -634,7 +635,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         outcome = engine.map_groups(staged.claims, "object_id", synthesis_block, outcome_schema,
                                     side=synthesis_side(context, plan, quality), keeps_groups=True)
         outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
-        outcome = engine.read_groups(outcome_files, "object_id", outcome_schema)
+        outcome = engine.read_groups_streaming(outcome_files, "object_id", outcome_schema)
     with timer.stage("write staging"):
         released = engine.map_batches(outcome, released_rows, output_schema)
         files = engine.write_parquet(released, prepared.staging / "data", output_schema)
@@ -647,7 +648,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
                                                           k=config.privacy.k)
     evaluation: dict[str, Any] = {}
     if truth is not None:
-        input_claims = engine.read_groups(checked.object_files, "object_id", checked.input_schema)
+        input_claims = engine.read_groups_streaming(checked.object_files, "object_id", checked.input_schema)
         raw = engine.collect(engine.map_groups(input_claims, "object_id", raw_median_block, crowd_medians_schema(object_type),
                                                side=side))
         raw_medians = pd.Series(raw["value"].to_numpy(np.float64), index=raw["object_id"].to_numpy()).sort_index()
@@ -702,7 +703,7 @@ def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQu
     objects' claims and released claims come to the driver (each object at most the largest object's
     claims)."""
     ids = output.sample_ids
-    input_claims = engine.read_groups(checked.object_files, "object_id", checked.input_schema)
+    input_claims = engine.read_groups_streaming(checked.object_files, "object_id", checked.input_schema)
     own = engine.collect(engine.map_batches(input_claims, objects_among, checked.input_schema, side=ids))
     outcome_schema = synthesis_outcome_schema(checked.input_schema.field("object_id").type)
     released = engine.collect(engine.map_batches(outcome, objects_among, outcome_schema, side=ids))

@@ -389,6 +389,13 @@ class Engine(ABC):
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> Collection:
         """The rows of files written by ``write_groups``, clustered on ``key``, a partition per file."""
 
+    def read_groups_streaming(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> Collection:
+        """``read_groups`` for a chain of jobs that must not hold the rows where the engine holds its
+        collections: an engine whose tasks run in the driver process (the local engine) reads each
+        file only when a job needs it and maps it file by file without keeping the results
+        (recomputed per use: persist what is used twice). The others: ``read_groups``."""
+        return self.read_groups(paths, key, schema)
+
     @abstractmethod
     def map_fragments(
         self,

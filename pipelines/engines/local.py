@@ -7,6 +7,12 @@ Spark and Beam engines do on their workers. Partitioning is real, so a pipeline 
 depended on which groups share a call would differ between engines and fail the conformance
 suite (tests/engines).
 
+``read_groups_streaming`` (issue 15) gives a collection whose partitions are its files, read only
+when a job iterates them; ``map_batches`` and ``map_groups`` over such a collection are computed
+partition by partition as a later job reads them, and never held (``persist`` holds them), so a
+chain of jobs from group files to written files or sums holds one file's rows at a time in this
+process, which on the local engine is the driver.
+
 ``map_fragments`` runs each task (``fragments_per_task`` fragments) in this process, one
 partition per task, as the local engine runs every other map; ``first_row`` and
 ``column_metrics`` reduce each partition and merge the partials as the other engines' drivers do.
@@ -14,7 +20,7 @@ partition per task, as the local engine runs every other map; ``first_row`` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,13 +41,33 @@ from pipelines.engines.base import (
 DEFAULT_PARALLELISM = 4
 
 
+class LazyPartitions(Sequence[pa.Table]):
+    """Partitions computed each time they are read (``make(index)``), never held."""
+
+    def __init__(self, count: int, make: Callable[[int], pa.Table]):
+        self.count, self.make = count, make
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self.make(position) for position in range(self.count)[index]]
+        if not -self.count <= index < self.count:
+            raise IndexError(index)
+        return self.make(index % self.count)
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        return (self.make(index) for index in range(self.count))
+
+
 @dataclass(eq=False)
 class LocalCollection(Collection):
     """Rows held in memory as ``partitions``; ``clustered_key`` is set when every partition
     holds whole groups of that key, sorted by it (the result of ``cluster_by_key``)."""
 
     schema: pa.Schema
-    partitions: list[pa.Table]
+    partitions: Sequence[pa.Table]
     clustered_key: str | None = None
     engine_id: int = field(default=0, repr=False)
 
@@ -63,7 +89,7 @@ class LocalEngine(Engine):
         return {"engine": self.name, "in_process": True, "key_material": "this process's memory"}
 
     def _collection(
-        self, schema: pa.Schema, partitions: list[pa.Table], clustered_key: str | None = None
+        self, schema: pa.Schema, partitions: Sequence[pa.Table], clustered_key: str | None = None
     ) -> LocalCollection:
         return LocalCollection(
             schema=schema.remove_metadata(),
@@ -94,8 +120,9 @@ class LocalEngine(Engine):
     ) -> LocalCollection:
         source = self._own(collection)
         arrow.check_schema(schema)
-        outputs = [
-            self._concat(
+
+        def mapped(partition: pa.Table) -> pa.Table:
+            return self._concat(
                 [
                     arrow.apply_batch_function(fn, chunk, side, schema)
                     for chunk in arrow.row_chunks(
@@ -104,9 +131,11 @@ class LocalEngine(Engine):
                 ],
                 schema,
             )
-            for partition in source.partitions
-        ]
-        return self._collection(schema, outputs)
+
+        if isinstance(source.partitions, LazyPartitions):
+            partitions = source.partitions
+            return self._collection(schema, LazyPartitions(len(partitions), lambda index: mapped(partitions[index])))
+        return self._collection(schema, [mapped(partition) for partition in source.partitions])
 
     def map_groups(
         self,
@@ -119,17 +148,19 @@ class LocalEngine(Engine):
     ) -> LocalCollection:
         clustered = self.cluster_by_key(collection, key)
         arrow.check_schema(schema)
-        outputs = []
-        for partition in clustered.partitions:
+
+        def mapped(partition: pa.Table) -> pa.Table:
             chunks = arrow.whole_group_chunks(
                 partition.to_batches(arrow.READ_BATCH_ROWS), key, self.rows_per_call
             )
-            outputs.append(
-                self._concat(
-                    [arrow.apply_batch_function(fn, chunk, side, schema) for chunk in chunks], schema
-                )
-            )
-        return self._collection(schema, outputs, key if keeps_groups else None)
+            return self._concat([arrow.apply_batch_function(fn, chunk, side, schema) for chunk in chunks], schema)
+
+        kept = key if keeps_groups else None
+        if isinstance(clustered.partitions, LazyPartitions):
+            partitions = clustered.partitions
+            return self._collection(schema, LazyPartitions(len(partitions), lambda index: mapped(partitions[index])),
+                                    kept)
+        return self._collection(schema, [mapped(partition) for partition in clustered.partitions], kept)
 
     def map_fragments(
         self,
@@ -178,7 +209,10 @@ class LocalEngine(Engine):
         return arrow.finish_sums(merged, key, columns, source.schema.field(key).type)
 
     def persist(self, collection: Collection) -> LocalCollection:
-        return self._own(collection)
+        source = self._own(collection)
+        if isinstance(source.partitions, LazyPartitions):  # held from now on, as persist means
+            return self._collection(source.schema, list(source.partitions), source.clustered_key)
+        return source
 
     def unpersist(self, collection: Collection) -> None:
         self._own(collection)
@@ -211,6 +245,16 @@ class LocalEngine(Engine):
             self._concat(list(arrow.read_parquet_batches(path, schema)), schema) for path in paths
         ]
         return self._collection(schema, partitions or [arrow.empty_table(schema)], key)
+
+    def read_groups_streaming(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> LocalCollection:
+        """``read_groups`` whose files are read only when a job iterates them (module docstring)."""
+        arrow.check_schema(schema)
+        arrow.check_key(schema, key)
+        if not paths:
+            return self._collection(schema, [arrow.empty_table(schema)], key)
+        files = list(paths)
+        return self._collection(schema, LazyPartitions(
+            len(files), lambda index: self._concat(list(arrow.read_parquet_batches(files[index], schema)), schema)), key)
 
     @staticmethod
     def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

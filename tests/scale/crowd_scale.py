@@ -10,7 +10,8 @@ lake with a budget for the dataset. Data go under a temporary folder, never into
 this process and prints one JSON line: the release's wall seconds and its input rows; with
 ``--traced``, the peak of Python's traced allocations (NumPy and pandas buffers included) plus
 Arrow's memory pool peak during the *input pass* (listing, both engine passes, the gate), with the
-object buckets sized for ``BUCKET_BYTES`` of input.
+object buckets sized for ``BUCKET_BYTES`` of input and 2,500 claims a pass-2 task (so that a small
+input spreads over as many tasks as a large one does by default).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> di
 
     import pyarrow as pa
 
-    import pipelines.platform.repeated_keys as repeated_keys
+    import pipelines.crowd.engine_input as engine_input
     from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, run_crowd_release
     from pipelines.engines import make_engine
     from pipelines.platform.config import load_config
@@ -89,7 +90,8 @@ def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> di
             outcome = run_crowd_release(config, release_id="scale-1", engine=engine)
             seconds = time.perf_counter() - start
         return {"seconds": seconds, "rows": outcome.manifest["rows"], "status": outcome.status}
-    repeated_keys.BUCKET_INPUT_BYTES = bucket_bytes
+    engine_input.BUCKET_INPUT_BYTES = bucket_bytes
+    engine_input.TASK_CLAIMS = 2_500
     staging = config_path.parent / "traced-staging"
     tracemalloc.start()
     arrow_before = pa.default_memory_pool().bytes_allocated()

@@ -5,17 +5,16 @@ partitioned Parquet folder (250,000 claims per file), on Spark ``local[2]`` and 
 each by ``privlake run`` in a child process whose own resident memory is sampled
 (``benchmarks/harness.py``'s ``TreeSampler``: the Python driver process alone, not the JVM, the Spark
 workers or the gate's worker): at 10^7 it stays within 1.2x of its value at 10^6, and under 1 GiB.
-The local engine runs its tasks and holds its collections in the driver process: the input pass
-holds a fragment or an object bucket at a time there, but the later stages (prepare, weights,
-synthesis: whole collections in memory, as the local engine always held them) do not stay flat,
-so that variant is an expected failure until the local engine streams its group files (issue 15,
-what remains); it runs and reports its figures all the same.
+On the local engine the engine's tasks run in the driver process, so this also bounds what a task
+holds: one input file, one pass-2 task's claims (about ``engine_input.TASK_CLAIMS``), and in the
+later stages one group file at a time (``read_groups_streaming``: the local engine maps the staged
+group files one by one without holding them).
 
 ``make test`` keeps a small version: 10^4 and 10^5 claims (2,500 per file) on the local engine,
 each in a child process that traces its allocations during the input pass (listing, both engine
 passes, the gate: Python's, NumPy's and pandas' buffers through ``tracemalloc``, and Arrow's memory
-pool peak), with the object buckets sized small so that 10^5 claims spread over more buckets as
-10^7 do by default. Ten times the claims must add less than a quarter of their own size (24 bytes
+pool peak), with the object buckets and pass-2 tasks sized small so that 10^5 claims spread over
+more of them as 10^7 do by default. Ten times the claims must add less than a quarter of their own size (24 bytes
 a claim) to the peak: a driver that read the claims into one frame (as the release did before
 issue 15) adds more than all of it.
 """
@@ -89,11 +88,7 @@ def scale_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 
 
 @pytest.mark.scale
-@pytest.mark.parametrize("engine", [
-    pytest.param("spark", marks=pytest.mark.spark),
-    pytest.param("local", marks=pytest.mark.xfail(
-        strict=True, reason="the local engine holds whole collections in the driver process after the input pass")),
-])
+@pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
 def test_driver_memory_is_flat_from_a_million_to_ten_million_claims(scale_inputs: dict[int, Path],
                                                                     engine: str) -> None:
     measured = {n: sampled_release(config, engine) for n, config in scale_inputs.items()}
