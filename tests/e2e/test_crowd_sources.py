@@ -214,3 +214,25 @@ def test_a_value_outside_the_range_and_a_small_object_are_named_in_a_later_file(
     first = int(np.flatnonzero(parts[tiny_file]["object_id"] == "tiny-a")[0]) + 1
     assert (error.file, error.row, error.column) == (str(paths[tiny_file]), first, "object_id")
     assert "an object has 2 claims, fewer than the minimum 4" in str(error)
+
+
+def test_the_input_fingerprint_is_keyed_operator_only_and_does_not_depend_on_the_split(tmp_path: Path) -> None:
+    import os
+
+    folder = _partitioned(tmp_path, 4)
+    os.environ["PRIVLAKE_TEST_SECRET"] = CONFORMANCE_SECRET_HEX
+
+    def fingerprint(parallelism: int, release_id: str) -> tuple[str, dict]:
+        config = conformance_config(tmp_path / "unused.csv", tmp_path / "lake")  # one lake: one fingerprint key
+        config["input"] = {"path": str(folder)}
+        prepare_for(config)
+        with make_engine("local", parallelism=parallelism) as engine:
+            outcome = run_crowd_release(CrowdConfig.model_validate(config), engine=engine, release_id=release_id)
+        return outcome.internal["input_fingerprint"], outcome.manifest
+
+    first, manifest = fingerprint(2, "print-1")
+    assert first.startswith("hmac-sha256:") and "input_fingerprint" not in manifest
+    assert fingerprint(5, "print-2")[0] == first, "the same files give the same fingerprint in any split"
+    part = folder / "day=2026-12-02" / "part-00000.parquet"
+    pd.read_parquet(part).assign(value=lambda frame: frame["value"] + 0.5).to_parquet(part, index=False)
+    assert fingerprint(2, "print-3")[0] != first
