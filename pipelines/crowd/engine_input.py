@@ -283,7 +283,9 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
         "count": pa.array(np.ones(len(distinct), dtype=np.int64)),
         "fingerprint": pa.nulls(len(distinct), pa.string()),
         "source_int": pa.array(distinct, pa.int64()) if source_kind == INTEGER else pa.nulls(len(distinct), pa.int64()),
-        "source_text": pa.array(distinct, pa.string()) if source_kind != INTEGER else pa.nulls(len(distinct), pa.string()),
+        # text always (an integer as its decimal digits): the input's kind is decided across fragments
+        "source_text": (pa.array(distinct, pa.int64()).cast(pa.string()) if source_kind == INTEGER
+                        else pa.array(distinct, pa.string())),
     }, schema=schema)
     return pa.concat_tables([summary, source_rows])
 
@@ -309,12 +311,7 @@ def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
     """A fragment's distinct sources as the input's kind (``integers``: every fragment's source ids
     were integers; else text, a fragment's integers as their decimal digits)."""
     chosen = frame[frame["entry"] == SOURCE]
-    if integers:
-        ids: Any = chosen["source_int"].to_numpy(np.int64)
-    else:
-        as_int = chosen["source_int"]
-        ids = np.where(as_int.notna().to_numpy(), as_int.astype("Int64").astype(str).to_numpy(dtype=object),
-                       chosen["source_text"].to_numpy(dtype=object))
+    ids: Any = chosen["source_int"].to_numpy(np.int64) if integers else chosen["source_text"].to_numpy(dtype=object)
     return pd.DataFrame({"source_id": ids, "count": np.ones(len(chosen), dtype=np.int64)})
 
 

@@ -126,6 +126,8 @@ def test_ids_integers_in_one_file_and_text_in_another_read_as_the_single_file(tm
     claims = conformance_claims()
     numbered = claims["object_id"].str.startswith("object-")
     claims.loc[numbered, "object_id"] = claims.loc[numbered, "object_id"].str.removeprefix("object-")
+    sources = pd.factorize(claims["source_id"], sort=True)[0]
+    claims.loc[numbered, "source_id"] = [str(2**53 + 1 + code) for code in sources[numbered.to_numpy()]]  # beyond float64
     claims.to_csv(tmp_path / "mixed.csv", index=False)
     folder = tmp_path / "parts"
     folder.mkdir()
@@ -135,6 +137,7 @@ def test_ids_integers_in_one_file_and_text_in_another_read_as_the_single_file(tm
         whole = release_on_engine(engine, conformance_config(tmp_path / "mixed.csv", tmp_path / "lake-a"), "mixed-1")
         split = _release("local", None, tmp_path / "split", {"path": str(folder)}, "mixed-1")
     assert whole["rows"]["object_id"].map(type).eq(str).all()
+    assert whole["figures"]["global_weights"]["sources"] > 60, "integer and text source ids both present"
     assert_same_release(whole, split)
 
 
