@@ -1,8 +1,13 @@
 """The crowd release's validation gate: the input claims before any computation (schema,
 non-null ids, finite values, duplicates policy) and the synthetic output before it is published
 (columns, types, finite values, at most ``m`` claims per object, no released object below ``k``
-input claims, no suppressed object released). Counting claims per object is pandas; GX then
-checks the per-object counts frame."""
+input claims, no suppressed object released).
+
+A release runs both gates on metrics the engine computed where the rows live (issue 15:
+``validate_crowd_input_metrics``, ``validate_crowd_output_metrics``, through
+``validation.validate_metrics``); the frame gates (``validate_crowd_input``, ``validate_crowd_output``:
+claims counted per object in pandas, GX on the per-object frame) check a frame held in memory, the
+single-file reference the metric gates reproduce (tests)."""
 
 from __future__ import annotations
 
