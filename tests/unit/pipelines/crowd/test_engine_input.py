@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+import pipelines.crowd.engine_input as engine_input
 from pipelines.crowd.input import apply_duplicates_policy, read_crowd_claims
 from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, source_codes
 from pipelines.engines import make_engine
@@ -53,8 +54,13 @@ def driver_reference(path: Path, config: CrowdConfig) -> pd.DataFrame:
 
 @pytest.mark.parametrize("integers", [True, False])
 @pytest.mark.parametrize("duplicates", ["keep_last", "mean"])
+@pytest.mark.parametrize("grouped", [False, True])
 def test_the_staged_claims_are_the_single_file_paths_canonical_claims(tmp_path: Path, integers: bool,
-                                                                      duplicates: str) -> None:
+                                                                      duplicates: str, grouped: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if grouped:  # many fine buckets, several to a pass-2 task
+        monkeypatch.setattr(engine_input, "BUCKET_INPUT_BYTES", 512)
+        monkeypatch.setattr(engine_input, "TASK_CLAIMS", 300)
     claims = claims_with_duplicates(integers)
     claims.to_csv(tmp_path / "claims.csv", index=False)
     folder = tmp_path / "parts"
@@ -67,6 +73,9 @@ def test_the_staged_claims_are_the_single_file_paths_canonical_claims(tmp_path: 
         prepared = PreparedInput(list_fragments(listing_spec(config.input)), str(folder), tmp_path / "staging")
         checked = read_claims_on_engine(config, prepared, engine)
     staged = pd.concat([pq.read_table(path).to_pandas() for path in checked.object_files], ignore_index=True)
+    if grouped:
+        assert 1 < len(checked.object_files) < engine_input.fine_bucket_count(
+            [fragment.size for fragment in prepared.fragments], 3), "buckets grouped into fewer tasks"
     order = ["object_id", "source_id"]
     pd.testing.assert_frame_equal(staged.sort_values(order, ignore_index=True),
                                   reference.sort_values(order, ignore_index=True), check_exact=True)
