@@ -157,7 +157,7 @@ def problem_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
 
 
 def count_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"].isin((COUNTS, FINGERPRINT))]
+    chosen = frame[frame["entry"].isin((COUNTS, FINGERPRINT, PROBLEM))]
     return chosen[["entry", "ordinal", "rows", "text"]].reset_index(drop=True)
 
 

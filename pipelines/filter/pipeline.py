@@ -51,6 +51,7 @@ from pipelines.filter.engine_input import (
     FINGERPRINT,
     OUTPUT_METRICS_SCHEMA,
     PRIVATIZED_FILES_SCHEMA,
+    PROBLEM,
     SUMMARY_SCHEMA,
     FilterOutputCheck,
     FilterReading,
@@ -77,7 +78,7 @@ from pipelines.filter.input import (
     read_training_records,
 )
 from pipelines.filter.report import ChoiceSample, sample_ranks
-from pipelines.filter.validation import validate_filter_output_metrics
+from pipelines.filter.validation import validate_filter_input_metrics, validate_filter_output_metrics
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.input import file_fingerprint
 from pipelines.platform.lake import open_lake
@@ -578,6 +579,7 @@ class CheckedInput:
     fingerprint: str
     fragment_choice_counts: dict[int, list[int]]
     files_per_fragment: int
+    validation: Any = None
 
 
 def listing_spec(settings: FilterInput) -> FilterInput:
@@ -622,17 +624,19 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
     )
     summary = engine.persist(engine.map_fragments(fragments, read_filter_fragment, SUMMARY_SCHEMA, side))
     try:
-        first = engine.first_row(engine.map_batches(summary, problem_rows, PROBLEM_SCHEMA), ROW_ID)
-        if first is not None:
-            raise row_error(fragments, int(first[ROW_ID]), first["text"], column=first["column"])
         listed = engine.collect(engine.map_batches(summary, count_rows, COUNT_ROWS_SCHEMA))
+        counted = listed[listed["entry"] == COUNTS].sort_values("ordinal")
+        rows_of = dict(zip(counted["ordinal"].astype(int), counted["rows"].astype(int), strict=True))
+        total = sum(rows_of.values())
+        metrics = {"rows": total, "fragments_with_a_bad_value": int((listed["entry"] == PROBLEM).sum())}
+        validation = validate_filter_input_metrics(metrics, prepared.name)
+        if not validation.success:
+            first = engine.first_row(engine.map_batches(summary, problem_rows, PROBLEM_SCHEMA), ROW_ID)
+            if first is not None:
+                raise row_error(fragments, int(first[ROW_ID]), first["text"], column=first["column"])
+            raise InputError(prepared.name, validation.issues[0].message)
     finally:
         engine.unpersist(summary)
-    counted = listed[listed["entry"] == COUNTS].sort_values("ordinal")
-    rows_of = dict(zip(counted["ordinal"].astype(int), counted["rows"].astype(int), strict=True))
-    total = sum(rows_of.values())
-    if total == 0:
-        raise InputError(prepared.name, "no rows (empty table)")
     offsets, position = [], 0
     for fragment in fragments:
         offsets.append(position)
@@ -661,7 +665,7 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
                         sorted((column, sorted(mapping.items())) for column, mapping in settings.recode.items()))
                        ).encode())
     return CheckedInput(total, tuple(offsets), staged, choice_counts, clipped, "hmac-sha256:" + digest.hexdigest(),
-                        fragment_choice_counts, per_fragment)
+                        fragment_choice_counts, per_fragment, validation)
 
 
 def evaluation_samples(engine: Engine, context: ReleaseContext, prepared: PreparedInput, checked: CheckedInput,
@@ -848,7 +852,9 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
                     "every record's choice is a configured choice; every configured choice has records",
                     "no private label is read from a feature column",
                 ],
-                "note": "checked while encoding; any failure stops the release with one line naming file, row and column",
+                "note": "checked on the engine while encoding (Great Expectations on the engine's metrics); any "
+                        "failure stops the release with one line naming file, row and column",
+                "metrics": checked.validation.to_json() if checked.validation is not None else None,
             },
         },
         "evaluation": evaluation,

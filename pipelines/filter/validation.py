@@ -8,7 +8,11 @@ from typing import Any
 import pandas as pd
 
 from pipelines.platform.validation import ValidationResult, run_suites, validate_metrics
-from schemas.filter.expectations import filter_output_metric_suites, filter_output_suites
+from schemas.filter.expectations import (
+    filter_input_metric_suites,
+    filter_output_metric_suites,
+    filter_output_suites,
+)
 
 
 def validate_filter_output(released: pd.DataFrame, spec: Any, utility_classes: dict[str, list[str]],
@@ -31,3 +35,9 @@ def validate_filter_output_metrics(metrics: Mapping[str, int], names: list[str],
     bounds = {f.name: (tuple(map(float, f.bounds)) if f.bounds is not None else None)
               for f in spec.features if f.type == "numeric"}
     return validate_metrics(metrics, filter_output_metric_suites(names, rows, bounds, categorical), "output")
+
+
+def validate_filter_input_metrics(metrics: Mapping[str, int], file_name: str) -> ValidationResult:
+    """Check the metrics the engine computed over the records to privatize
+    (``schemas.filter.expectations.filter_input_metric_suites``)."""
+    return validate_metrics(metrics, filter_input_metric_suites(), "input", file_name)

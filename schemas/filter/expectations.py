@@ -119,3 +119,16 @@ def filter_output_metric_suites(names: list[str], rows: int, bounds: Mapping[str
             message = f"private label released for {column}"
         checks.append(metric_between(name, message, max_value=0))
     return metric_suite("filter_output_metrics", tuple(names), tuple(checks))
+
+
+FILTER_INPUT_METRICS = ("rows", "fragments_with_a_bad_value")
+
+
+def filter_input_metric_suites() -> list[ExpectationSuiteSpec]:
+    """The filter input gate on the engine's metrics (issue 15): at least one record, and no fragment
+    with a bad value (a missing or out-of-domain feature or label, an unknown or missing choice: each
+    fragment's task stops at its first, which the failing line names by ``first_row``)."""
+    return metric_suite("filter_input_metrics", FILTER_INPUT_METRICS, (
+        metric_between("rows", "no rows (empty table)", min_value=1),
+        metric_between("fragments_with_a_bad_value", "a value outside its public domain", max_value=0),
+    ))
