@@ -736,7 +736,8 @@ def check_output_on_engine(context: ReleaseContext, engine: Engine, files: list[
         utility_classes=tuple((label, tuple(classes)) for label, classes in side.utility_classes.items()),
         kept=tuple((choice.name, choice.utility) for choice in config.choices),
         withheld=tuple((choice, tuple(columns)) for choice, columns in _withheld(config).items()),
-        keys=KeyBuckets(context.staging / "output-records", bucket_count([None] * len(files), engine.parallelism)),
+        keys=KeyBuckets(context.staging / "output-records",  # sized as 16 bytes a record (number and row id)
+                        bucket_count([16 * rows], engine.parallelism)),
     )
     released = [ReleasedFile(where, number) for number, where in enumerate(files)]
     sums = engine.sum_by_key(engine.map_fragments(released, released_filter_summary, OUTPUT_METRICS_SCHEMA, check),
