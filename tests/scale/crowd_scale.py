@@ -16,14 +16,15 @@ input spreads over as many tasks as a large one does by default).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from tests.scale.harness import child_main, peak_memory, start_child, timed_release
+
 CLAIMS_PER_OBJECT = 20
 SOURCES = 400
+TEST_SECRET = "ab" * 32
 
 
 def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale", sources: int = SOURCES) -> Path:
@@ -67,52 +68,29 @@ def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale
 
 def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> dict:
     """One release (``bucket_bytes`` unset) or, traced, the input pass alone (module docstring)."""
-    import os
-
-    from pipelines.platform.validation import start_gate_worker
-
-    start_gate_worker()  # as `privlake run` does: GX runs in its own process
-    os.environ.setdefault("PRIVLAKE_TEST_SECRET", "ab" * 32)
-    import tracemalloc
-
-    import pyarrow as pa
-
+    start_child(TEST_SECRET)
     import pipelines.crowd.engine_input as engine_input
     from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, run_crowd_release
     from pipelines.engines import make_engine
     from pipelines.platform.config import load_config
     from pipelines.platform.sources import list_fragments
 
-    config = load_config(config_path)
     if bucket_bytes is None:
-        with make_engine(engine_name) as engine:
-            start = time.perf_counter()
-            outcome = run_crowd_release(config, release_id="scale-1", engine=engine)
-            seconds = time.perf_counter() - start
-        return {"seconds": seconds, "rows": outcome.manifest["rows"], "status": outcome.status}
+        outcome, figures = timed_release(run_crowd_release, config_path, engine_name, "scale-1", traced=False)
+        return {"seconds": figures["seconds"], "rows": outcome.manifest["rows"], "status": outcome.status}
+    config = load_config(config_path)
     engine_input.BUCKET_INPUT_BYTES = bucket_bytes
     engine_input.TASK_CLAIMS = 2_500
     staging = config_path.parent / "traced-staging"
-    tracemalloc.start()
-    arrow_before = pa.default_memory_pool().bytes_allocated()
-    with make_engine(engine_name) as engine:
-        start = time.perf_counter()
-        prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims", staging)
-        checked = read_claims_on_engine(config, prepared, engine)
-        seconds = time.perf_counter() - start
-    _, traced_peak = tracemalloc.get_traced_memory()
-    return {"seconds": seconds, "n": checked.rows, "traced_peak_bytes": traced_peak,
-            "arrow_peak_bytes": pa.default_memory_pool().max_memory() - arrow_before}
-
-
-def main(arguments: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config", type=Path)
-    parser.add_argument("engine")
-    parser.add_argument("--traced", type=int, default=None, metavar="BUCKET_BYTES")
-    options = parser.parse_args(arguments)
-    print(json.dumps(measure(options.config, options.engine, options.traced)))
+    figures: dict = {}
+    with peak_memory(figures):
+        with make_engine(engine_name) as engine:
+            start = time.perf_counter()
+            prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims", staging)
+            checked = read_claims_on_engine(config, prepared, engine)
+            figures["seconds"] = time.perf_counter() - start
+    return {"n": checked.rows, **figures}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    child_main(measure, sys.argv[1:], bucket_bytes=True)

@@ -8,19 +8,19 @@ trains the encoder and the filters into the lake (``train-encoder``, ``train-fil
 with ``filters: {artifact: latest}`` reads no training record) with the evaluation off (the
 evaluation still reads the records on the driver). Data go under a temporary folder.
 
-``python -m tests.scale.filter_scale CONFIG ENGINE --traced`` runs one release in this process and
-prints one JSON line: wall seconds, input rows, and the peak of Python's traced allocations plus
-Arrow's memory pool peak during the release.
+``python -m tests.scale.filter_scale CONFIG ENGINE [--traced]`` runs one release in this process and
+prints one JSON line: wall seconds, input rows and, with ``--traced``, the peak of Python's traced
+allocations plus Arrow's memory pool peak during the release.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from tests.scale.harness import child_main, start_child, timed_release
 
 SECRET_HEX = "5ca1ab1e" * 8
 FEATURES = {"features": [
@@ -86,40 +86,14 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
     return path
 
 
-def measure(config_path: Path, engine_name: str) -> dict:
-    from pipelines.platform.validation import start_gate_worker
-
-    start_gate_worker()
-    import tracemalloc
-
-    import pyarrow as pa
-
-    from pipelines.engines import make_engine
+def measure(config_path: Path, engine_name: str, traced: bool) -> dict:
+    """One release in this process (module docstring)."""
+    start_child(SECRET_HEX)
     from pipelines.filter.pipeline import run_filter_release
-    from pipelines.platform.config import load_config
 
-    os.environ.setdefault("PRIVLAKE_TEST_SECRET", SECRET_HEX)
-    config = load_config(config_path)
-    tracemalloc.start()
-    arrow_before = pa.default_memory_pool().bytes_allocated()
-    with make_engine(engine_name) as engine:
-        start = time.perf_counter()
-        outcome = run_filter_release(config, release_id=f"scale-{time.time_ns()}", engine=engine)
-        seconds = time.perf_counter() - start
-    _, traced_peak = tracemalloc.get_traced_memory()
-    return {"seconds": seconds, "n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"],
-            "status": outcome.status, "traced_peak_bytes": traced_peak,
-            "arrow_peak_bytes": pa.default_memory_pool().max_memory() - arrow_before}
-
-
-def main(arguments: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config", type=Path)
-    parser.add_argument("engine")
-    parser.add_argument("--traced", action="store_true")
-    options = parser.parse_args(arguments)
-    print(json.dumps(measure(options.config, options.engine)))
+    outcome, figures = timed_release(run_filter_release, config_path, engine_name, f"scale-{time.time_ns()}", traced)
+    return {"n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"], "status": outcome.status, **figures}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    child_main(measure, sys.argv[1:])

@@ -16,11 +16,11 @@ small input already spreads over many buckets, as a large one does with the defa
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import time
 from pathlib import Path
+
+from tests.scale.harness import child_main, start_child, timed_release
 
 CATALOG = {
     "krr_low": {"type": "krr", "epsilon": 0.5, "input_size": 16},
@@ -68,43 +68,15 @@ def write_reports(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
 
 def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> dict:
     """One release in this process (module docstring)."""
-    from pipelines.platform.validation import start_gate_worker
-
-    start_gate_worker()  # as `privlake run` does: GX runs in its own process
-    import tracemalloc
-
-    import pyarrow as pa
-
+    start_child()
     import pipelines.platform.repeated_keys as repeated_keys
-    from pipelines.engines import make_engine
     from pipelines.ldp.pipeline import run_ldp_release
-    from pipelines.platform.config import load_config
 
-    config = load_config(config_path)
     if bucket_bytes is not None:
         repeated_keys.BUCKET_INPUT_BYTES = bucket_bytes
-        tracemalloc.start()
-        arrow_before = pa.default_memory_pool().bytes_allocated()
-    with make_engine(engine_name) as engine:
-        start = time.perf_counter()
-        outcome = run_ldp_release(config, release_id="scale-1", engine=engine)
-        seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "n": outcome.manifest["n"], "status": outcome.status}
-    if bucket_bytes is not None:
-        _, traced_peak = tracemalloc.get_traced_memory()
-        result["traced_peak_bytes"] = traced_peak
-        result["arrow_peak_bytes"] = pa.default_memory_pool().max_memory() - arrow_before
-    return result
-
-
-def main(arguments: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config", type=Path)
-    parser.add_argument("engine")
-    parser.add_argument("--traced", type=int, default=None, metavar="BUCKET_BYTES")
-    options = parser.parse_args(arguments)
-    print(json.dumps(measure(options.config, options.engine, options.traced)))
+    outcome, figures = timed_release(run_ldp_release, config_path, engine_name, "scale-1", bucket_bytes is not None)
+    return {"n": outcome.manifest["n"], "status": outcome.status, **figures}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    child_main(measure, sys.argv[1:], bucket_bytes=True)

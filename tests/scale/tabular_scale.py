@@ -15,12 +15,11 @@ during the release.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
+
+from tests.scale.harness import child_main, start_child, timed_release
 
 SCHEMA = {
     "attributes": [
@@ -33,6 +32,7 @@ SCHEMA = {
     ]
 }
 RELEASED = 10_000
+TEST_SECRET = "5ca1e" * 12 + "5ca1"
 
 
 def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scale") -> Path:
@@ -82,43 +82,12 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
 
 def measure(config_path: Path, engine_name: str, traced: bool) -> dict:
     """One release in this process (module docstring)."""
-    from pipelines.platform.validation import start_gate_worker
-
-    start_gate_worker()  # as `privlake run` does: GX runs in its own process
-    import tracemalloc
-
-    import pyarrow as pa
-
-    from pipelines.engines import make_engine
-    from pipelines.platform.config import load_config
+    start_child(TEST_SECRET)
     from pipelines.tabular.pipeline import run_tabular_release
 
-    os.environ.setdefault("PRIVLAKE_TEST_SECRET", "5ca1e" * 12 + "5ca1")
-    config = load_config(config_path)
-    if traced:
-        tracemalloc.start()
-        arrow_before = pa.default_memory_pool().bytes_allocated()
-    with make_engine(engine_name) as engine:
-        start = time.perf_counter()
-        outcome = run_tabular_release(config, release_id=f"scale-{time.time_ns()}", engine=engine)
-        seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"],
-              "status": outcome.status}
-    if traced:
-        _, traced_peak = tracemalloc.get_traced_memory()
-        result["traced_peak_bytes"] = traced_peak
-        result["arrow_peak_bytes"] = pa.default_memory_pool().max_memory() - arrow_before
-    return result
-
-
-def main(arguments: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config", type=Path)
-    parser.add_argument("engine")
-    parser.add_argument("--traced", action="store_true")
-    options = parser.parse_args(arguments)
-    print(json.dumps(measure(options.config, options.engine, options.traced)))
+    outcome, figures = timed_release(run_tabular_release, config_path, engine_name, f"scale-{time.time_ns()}", traced)
+    return {"n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"], "status": outcome.status, **figures}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    child_main(measure, sys.argv[1:])

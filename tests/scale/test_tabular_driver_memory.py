@@ -19,66 +19,36 @@ and one that collected only the structure part's codes (a quarter of the records
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import TreeSampler
+from tests.scale.harness import (
+    assert_flat_driver_memory,
+    assert_traced_growth,
+    scale_inputs_fixture,
+    traced_run,
+)
 from tests.scale.tabular_scale import write_records
-from tests.scale.test_ldp_driver_memory import GIB, PRIVLAKE, PYTHON, ROOT, child_environment
 
 
 def traced_release(config: Path) -> dict:
-    done = subprocess.run([PYTHON, "-m", "tests.scale.tabular_scale", str(config), "local", "--traced"],
-                          capture_output=True, text=True, cwd=ROOT, env=child_environment(), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return traced_run("tests.scale.tabular_scale", config)
 
 
 def test_ten_times_the_records_add_almost_nothing_to_the_drivers_peak(tmp_path: Path) -> None:
     small = traced_release(write_records(tmp_path / "small", 10**4, 2_500))
     large = traced_release(write_records(tmp_path / "large", 10**5, 2_500))
-    assert (small["n"], large["n"]) == (10**4, 10**5) and small["status"] == large["status"] == "published"
-    peak_small = small["traced_peak_bytes"] + small["arrow_peak_bytes"]
-    peak_large = large["traced_peak_bytes"] + large["arrow_peak_bytes"]
-    growth = peak_large - peak_small
-    assert growth < 0.25 * 24 * (large["n"] - small["n"]), (peak_small, peak_large)
-    assert peak_large <= 1.2 * peak_small, (peak_small, peak_large)
+    assert small["status"] == large["status"] == "published"
+    assert_traced_growth(small, large)
 
 
-def sampled_release(config: Path, engine: str) -> dict:
-    """``privlake run`` in a child, its own peak resident memory sampled every 50 ms."""
-    command = [PRIVLAKE, "run", str(config), "--engine", engine, "--release-id", f"scale-{engine}"]
-    if engine == "spark":
-        command += ["--master", "local[2]"]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=child_environment(), cwd=config.parent)
-    sampler = TreeSampler(process.pid, interval=0.05).start()
-    out, err = process.communicate(timeout=3600)
-    sampler.stop()
-    seconds = time.perf_counter() - start
-    assert process.returncode == 0, err[-3000:]
-    return {"seconds": seconds, "driver_peak_rss_mib": sampler.peak_root / (1 << 20),
-            "tree_peak_rss_mib": sampler.peak_total / (1 << 20), "summary": out.strip().splitlines()[0]}
-
-
-@pytest.fixture(scope="module")
-def scale_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    return {n: write_records(tmp_path_factory.mktemp(f"tabular-{n}"), n, 250_000) for n in (10**6, 10**7)}
+scale_inputs = scale_inputs_fixture("tabular", write_records)
 
 
 @pytest.mark.scale
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
 def test_driver_memory_is_flat_from_a_million_to_ten_million_records(scale_inputs: dict[int, Path],
                                                                      engine: str) -> None:
-    measured = {n: sampled_release(config, engine) for n, config in scale_inputs.items()}
-    print(f"\ntabular driver peak RSS on {engine}: " + json.dumps(measured))
-    for figures in measured.values():
-        assert figures["summary"].startswith("published 10000 synthetic records"), figures["summary"]
-    small, large = measured[10**6]["driver_peak_rss_mib"], measured[10**7]["driver_peak_rss_mib"]
-    assert large <= 1.2 * small, measured
-    assert large * (1 << 20) < GIB, measured
+    assert_flat_driver_memory("tabular", scale_inputs, engine,
+                              lambda n, summary: summary.startswith("published 10000 synthetic records"), timeout=3600)
