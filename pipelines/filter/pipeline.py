@@ -609,22 +609,29 @@ def input_fingerprint_key(lake: Any) -> bytes:
 def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: PreparedInput,
                          engine: Engine) -> CheckedInput:
     """Read, check, encode and stage the records on the engine (``pipelines/filter/engine_input.py``);
-    a bad value is one line at the first fragment's first bad value, as a read of that file names it."""
+    a bad value is one line at the first fragment's first bad value, as a read of that file names it.
+    The fragments are fingerprinted where they are read, under the lake's key
+    (``context.fragment_key()``), and the policy checks those digests
+    (``context.check_input_fingerprints``) before the input gate."""
     config = context.config
     settings = config.input
     fragments = prepared.fragments
     names = tuple(settings.columns or ())
     key = input_fingerprint_key(context.lake)
+    fragment_key = context.fragment_key()
     per_fragment = max(1, -(-max(engine.parallelism, 1) // max(len(fragments), 1)))
     side = FilterReading(
         spec, TextReading.of(settings.header, names, settings.recode), tuple(_training_labels(config).items()),
         settings.choice_column, tuple(config.choice_names), config.default_choice, config.fallback_choice,
         tuple((choice.private, choice.utility) for choice in config.choices), prepared.staging_folder,
-        per_fragment, key,
+        per_fragment, fragment_key or key,
     )
     summary = engine.persist(engine.map_fragments(fragments, read_filter_fragment, SUMMARY_SCHEMA, side))
     try:
         listed = engine.collect(engine.map_batches(summary, count_rows, COUNT_ROWS_SCHEMA))
+        prints = listed[listed["entry"] == FINGERPRINT]
+        fragment_prints = list(zip(prints["ordinal"].astype(int).tolist(), prints["text"].tolist(), strict=True))
+        context.check_input_fingerprints(engine, fragments, fragment_prints if fragment_key is not None else None)
         counted = listed[listed["entry"] == COUNTS].sort_values("ordinal")
         rows_of = dict(zip(counted["ordinal"].astype(int), counted["rows"].astype(int), strict=True))
         total = sum(rows_of.values())
@@ -657,8 +664,7 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
                              "remove it from the config's choices")
     staged = [where for fragment in fragments if rows_of[fragment.ordinal]
               for where in staged_files(prepared.staging_folder, fragment.ordinal, per_fragment)]
-    prints = listed[listed["entry"] == FINGERPRINT]
-    fingerprint = input_fingerprint(fragments, zip(prints["ordinal"].astype(int), prints["text"], strict=True))
+    fingerprint = input_fingerprint(fragments, fragment_prints)
     digest = hmac.new(key, digestmod=hashlib.sha256)
     digest.update(fingerprint.encode() + b"\0")
     digest.update(repr((settings.header, names, settings.choice_column,
@@ -882,6 +888,7 @@ KIND = ReleaseKind(
     run_on_engine=run_on_engine,
     summary=summary_line,
     show_keys=("model_artifact_id",),
+    checks_input_fingerprints=True,
 )
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,11 @@ def prepare_reports(context: ReleaseContext, plan: LdpPlan) -> PreparedReports:
 
 def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedReports, engine: Engine) -> ReleaseResult:
     with context.timer.stage("read and check input"):
-        checked = read_reports_on_engine(context.config, plan.catalog, prepared, engine,
-                                         context.staging / "input" / "user-keys", input_fingerprint_key(context.lake))
+        fragment_key = context.fragment_key()
+        checked = read_reports_on_engine(
+            context.config, plan.catalog, prepared, engine, context.staging / "input" / "user-keys",
+            input_fingerprint_key(context.lake), fragment_key, lambda prints: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None))
     with context.timer.stage("estimate"):
         estimate, users = _estimate(context.config, plan.catalog, checked.counts)
     return _publish(context, plan.catalog, checked, estimate, users, engine.name)
@@ -188,11 +192,15 @@ def _counting(catalog: MechanismCatalog, method: str) -> str:
 
 
 def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepared: PreparedReports, engine: Engine,
-                           keys_folder: Any, fingerprint_key: bytes | None = None) -> CheckedReports:
+                           keys_folder: Any, fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
+                           check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedReports:
     """Read, check, canonicalize and count the reports on the engine (``pipelines/ldp/engine_input.py``);
     then the duplicate check (``pipelines/platform/repeated_keys.py``) and the input gate on the
     metrics. Raises the one-line error of the first failing row. ``fingerprint_key`` (32 bytes)
-    keys the input's fingerprint (an unkeyed SHA-256 without it)."""
+    keys the input's fingerprint (an unkeyed SHA-256 without it). The fragments are fingerprinted
+    where they are read under ``fragment_key`` (the lake's key, ``ReleaseContext.fragment_key``;
+    ``fingerprint_key`` when there is none) and ``check_prints`` (the policy's check) gets them
+    before the input gate."""
     settings = config.input
     fragments = prepared.fragments
     columns = settings.columns
@@ -202,11 +210,15 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         user_column=columns.user_id, mechanism_column=columns.mechanism, report_column=columns.report,
         mechanism_names=catalog.names, output_sizes=tuple(int(size) for size in catalog.output_sizes),
         counting=counting, bits=catalog.input_size, output_stride=int(catalog.output_sizes.max()), keys=buckets,
-        fingerprint_key=fingerprint_key,
+        fingerprint_key=fragment_key or fingerprint_key,
     )
     text_keys = counting == "bit_vectors"
     summary = engine.persist(engine.map_fragments(fragments, read_report_fragment, ldp_input_summary_schema(text_keys), side))
     try:
+        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, LDP_FINGERPRINTS_SCHEMA))
+        fragment_prints = list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True))
+        if check_prints is not None:
+            check_prints(fragment_prints)
         metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, LDP_METRICS_SCHEMA), "code", ["users"])
         by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["users"].astype(int), strict=True))
         first_problem = engine.first_row(summary, ROW_ID)
@@ -222,10 +234,9 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
             raise _first_failure(validation, first_problem, repeats, fragments, catalog, settings, prepared.name)
         counts = engine.sum_by_key(engine.map_batches(summary, count_entries, ldp_counts_schema(text_keys)), "key",
                                    ["users"])
-        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, LDP_FINGERPRINTS_SCHEMA))
     finally:
         engine.unpersist(summary)
-    fingerprint = input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True))
+    fingerprint = input_fingerprint(fragments, fragment_prints)
     return CheckedReports(counts, validation, metrics["rows"], _reports_fingerprint(fingerprint, settings,
                                                                                          fingerprint_key))
 
@@ -477,6 +488,7 @@ KIND = ReleaseKind(
     summary=summary_line,
     show_keys=("estimator", "n", "iterations", "converged"),
     draws_randomness=False,
+    checks_input_fingerprints=True,
 )
 
 

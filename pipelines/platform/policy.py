@@ -10,7 +10,12 @@
   used — is refused: renaming ``dataset`` must not buy a fresh budget.
 * **Keyed input fingerprints**: HMAC-SHA256 of each input file under a per-lake key kept *outside*
   the lake (a key file or an environment variable the lake names), so someone who can read the lake
-  cannot test guesses of the input against them. They live in an operator-only table.
+  cannot test guesses of the input against them. They live in an operator-only table. A release
+  does not hash its input on the driver: the executors that read the input compute these digests
+  as they read each file (:meth:`LakePolicy.executor_key` is the lake's key in the form the
+  engines keep out of pickled side values; ``pipelines/platform/input_prints.py``), and
+  :meth:`LakePolicy.check_fingerprints` compares and records them. :meth:`LakePolicy.fingerprints`
+  is the driver-side reference they equal (the values lakes have always recorded).
 * **Test lakes** (``privlake init-lake LAKE --test``): the only lakes that accept releases made
   with ``PRIVLAKE_TEST_SECRET``; every output of a test lake says it is one.
 
@@ -111,6 +116,28 @@ def source_location(source: object) -> Path | str:
         return source.path  # type: ignore[attr-defined, no-any-return]
     lake = source.lake  # type: ignore[attr-defined]
     return f"{lake if isinstance(lake, Path) else lake.warehouse}/{table}"
+
+
+KEYED_PREFIX = "hmac-sha256:"
+"""How ``sources.fragment_fingerprint`` marks a keyed digest."""
+EXECUTOR_KEY_BYTES = 32
+"""The size the engines treat as key material (``pipelines/engines/base.py``: ``KEY_BYTES``)."""
+
+
+def executor_key_of(key: bytes) -> bytes | None:
+    """A key of exactly 32 bytes whose HMAC-SHA256 is ``key``'s for every message, or ``None``.
+
+    HMAC pads a key shorter than SHA-256's 64-byte block with zeros and hashes a longer one first
+    (RFC 2104), so ``key`` padded with zeros to 32 bytes (a key of at most 32 bytes: the 32 that
+    ``init-lake`` makes) or ``SHA-256(key)`` (a key above 64 bytes) gives the same digests — the
+    values the policy table has always held — while being exactly the size the engines keep out of
+    pickled side values. A key of 33 to 64 bytes has no such form (``None``: the platform's own pass
+    ships it as two 32-byte halves, ``input_prints.fingerprint_pass``)."""
+    if len(key) > 64:
+        return hashlib.sha256(key).digest()
+    if len(key) <= EXECUTOR_KEY_BYTES:
+        return key.ljust(EXECUTOR_KEY_BYTES, b"\0")
+    return None
 
 
 def _contains(outer: str, inner: str) -> bool:
@@ -299,7 +326,9 @@ class LakePolicy:
                          [{"dataset": dataset, "location": location, "registered_at": datetime.now(UTC)}])
 
     def fingerprints(self, location: str) -> list[tuple[str, str]]:
-        """``(file, keyed fingerprint)`` of every file of an input location."""
+        """``(file, keyed fingerprint)`` of every file of an input location, hashed here: the
+        reference the executors' digests equal (a release never calls it: it would read the whole
+        input on the driver)."""
         key = self.fingerprint_key()
         result = []
         for file in input_files(location):
@@ -310,19 +339,29 @@ class LakePolicy:
             result.append((str(file), mac.hexdigest()))
         return result
 
+    def executor_key(self) -> bytes | None:
+        """The lake's fingerprint key as the executors take it (``executor_key_of``)."""
+        return executor_key_of(self.fingerprint_key())
+
     def admit(self, dataset: str, input_path: Path | str) -> BudgetPolicy:
         """Let a release of ``dataset`` read ``input_path``, or refuse (exit 4): it needs a budget,
         and its input's location must not belong to another dataset (the location is bound to it).
-        Reads no data: the files are checked by :meth:`check_inputs` once the budget is reserved."""
+        Reads no data: the files are checked by :meth:`check_fingerprints` with the digests the
+        executors compute as they read them."""
         budget = self.require_budget(dataset)
         self.bind(dataset, location_of(input_path))
         return budget
 
     def check_inputs(self, dataset: str, release_id: str, input_path: Path | str) -> None:
-        """Refuse (exit 4) an input with a file another dataset used (by keyed fingerprint), else
-        record the files' fingerprints (operator-only)."""
-        location = location_of(input_path)
-        prints = self.fingerprints(location)
+        """:meth:`check_fingerprints` with the files hashed here (:meth:`fingerprints`): the driver-side
+        reference of the check a release makes with its executors' digests."""
+        self.check_fingerprints(dataset, release_id, self.fingerprints(location_of(input_path)))
+
+    def check_fingerprints(self, dataset: str, release_id: str, prints: Iterable[tuple[str, str]]) -> None:
+        """Refuse (exit 4) an input with a file another dataset used — ``prints`` are ``(file, keyed
+        fingerprint)``, the HMAC-SHA256 of each file under the lake's key as hex (an
+        ``hmac-sha256:`` prefix is dropped) — else record them (operator-only)."""
+        prints = [(file, fingerprint.removeprefix(KEYED_PREFIX)) for file, fingerprint in prints]
         used = {row["fingerprint"]: row["dataset"]
                 for row in self._read(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA).to_pylist() if row["dataset"] != dataset}
         for file, fingerprint in prints:

@@ -5,8 +5,11 @@
 1. open it: the lake, the checked release id (generated when none is given) and, when that id is
    already published, the published outcome (re-running an id is a no-op);
 2. admit it under the lake's policy (``pipelines/platform/policy.py``): a test secret only in a
-   test lake, a budget set by an operator for the dataset, an input location and files that belong
-   to no other dataset — else refused (exit 4) before anything runs;
+   test lake, a budget set by an operator for the dataset, an input location that belongs to no
+   other dataset — else refused (exit 4) before anything runs; the input's files are checked
+   against other datasets' (keyed fingerprints) with the digests the executors compute as they
+   read them (``pipelines/platform/input_prints.py``), before the input gate and before anything
+   is published (a refusal there gives the reservation back, as any failure does);
 3. the kind's ``plan``: what it decides from the configuration before touching the data (its
    guarantee, reserved in the ledger for the budget's unit; a catalog or an encoder to resolve);
 4. the release secret (kinds that draw randomness), then the engine started in the background
@@ -26,7 +29,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +51,7 @@ from pipelines.platform.errors import (
 )
 from pipelines.platform.failpoints import failpoint
 from pipelines.platform.ids import check_release_id, new_release_id
+from pipelines.platform.input_prints import fingerprint_pass, named_prints
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished, open_lake
 from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
@@ -242,6 +246,7 @@ class ReleaseContext:
     charge: Charge | None = None
     spent_after: Any = None
     lease: Lease | None = None
+    inputs_checked: bool = False
     _ledger: PrivacyLedger | None = field(default=None, repr=False)
     _staging: Path | None = field(default=None, repr=False)
 
@@ -272,10 +277,28 @@ class ReleaseContext:
         self.budget = policy.admit(self.config.dataset, source_location(self.config.input))
         failpoint("admitted")
 
-    def check_inputs(self) -> None:
-        """After the reservation, before the input is read: no input file may be one another
-        dataset used (keyed fingerprints, ``pipelines/platform/policy.py``)."""
-        LakePolicy(self.lake).check_inputs(self.config.dataset, self.release_id, source_location(self.config.input))
+    def fragment_key(self) -> bytes | None:
+        """The key a kind's engine input pass fingerprints its fragments with
+        (``sources.fragment_fingerprint``) so that :meth:`check_input_fingerprints` can use those
+        digests: the lake's fingerprint key as 32 bytes of key material with the same HMAC
+        (``policy.executor_key_of``); ``None`` when the lake's key has no such form (the kind then
+        keys its own digests and the platform hashes the fragments in a pass of its own)."""
+        return LakePolicy(self.lake).executor_key()
+
+    def check_input_fingerprints(self, engine: Engine, fragments: Sequence[Any],
+                                 prints: Iterable[tuple[int, str]] | None) -> None:
+        """No input file may be one another dataset used (``policy.check_fingerprints``, exit 4),
+        checked with ``prints``: ``(ordinal, fingerprint)`` of every fragment as the executors
+        computed them under :meth:`fragment_key` — or, when ``None``, hashed on the engine by the
+        platform's own pass (``input_prints.fingerprint_pass``). Only the digests reach the driver;
+        the fingerprints are recorded (operator-only). Called before the input gate can fail and
+        before anything is published."""
+        policy = LakePolicy(self.lake)
+        if prints is None or policy.executor_key() is None:
+            prints = fingerprint_pass(engine, fragments, policy.fingerprint_key())
+        policy.check_fingerprints(self.config.dataset, self.release_id, named_prints(fragments, prints))
+        self.inputs_checked = True
+        failpoint("inputs checked")
 
     def reserve(self, guarantee: dict[str, Any]) -> None:
         """Reserve the release's charge before the data it covers is read: the guarantee's
@@ -386,6 +409,10 @@ class ReleaseKind:
     """The kind reserves its charge in ``run_on_engine``, once the engine has counted what its
     guarantee needs (the tabular kind's public record count), before anything private is computed
     from the rows; the platform then checks the reservation after ``run_on_engine``."""
+    checks_input_fingerprints: bool = False
+    """The kind's engine input pass fingerprints its fragments (under ``context.fragment_key()``)
+    and calls ``context.check_input_fingerprints`` itself; otherwise the platform hashes the
+    fragments of ``prepared.fragments`` on the engine before ``run_on_engine``."""
 
     def run(self, config: Any, **request: Any) -> ReleaseOutcome:
         """One release of this kind end to end: its id, status and manifest. ``request`` takes the
@@ -431,7 +458,6 @@ def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context
     try:
         context.admit()
         plan = kind.plan(context)
-        context.check_inputs()
         if kind.draws_randomness:
             context.secret, context.secret_source = release_secret()
         with engine_in_background(request.engine, config.engine, request.engine_name, request.master,
@@ -441,9 +467,14 @@ def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context
                 engine = wait_for_engine()
             if not context.reserved and not kind.reserves_on_engine:
                 raise RuntimeError(f"the {kind.name} release reserved no charge before running")
+            if not kind.checks_input_fingerprints:
+                with context.timer.stage("fingerprint input"):
+                    context.check_input_fingerprints(engine, prepared.fragments, None)
             result = kind.run_on_engine(context, plan, prepared, engine)
             if not context.reserved:
                 raise RuntimeError(f"the {kind.name} release reserved no charge")
+            if not context.inputs_checked:
+                raise RuntimeError(f"the {kind.name} release did not check its input's fingerprints")
         return finish_release(context, result, kind.summary)
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(context.release_id, "published", context.lake.manifest(context.release_id),

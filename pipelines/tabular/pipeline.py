@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,15 +300,26 @@ def input_fingerprint_key(lake: Any) -> bytes:
 
 
 def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepared: PreparedRecords, engine: Engine,
-                           codes_folder: Any, fingerprint_key: bytes | None = None) -> CheckedRecords:
+                           codes_folder: Any, fingerprint_key: bytes | None = None,
+                           fragment_key: bytes | None = None,
+                           check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedRecords:
     """Read, check, encode and stage the records on the engine (one task per fragment); the input
     gate (Great Expectations) on the engine's metrics. Raises the one-line error of the first bad
     value, as a read of one file names it: the first attribute (schema order) with a bad value,
-    its first problem (missing, then the wrong kind, then outside the bounds), its first row."""
+    its first problem (missing, then the wrong kind, then outside the bounds), its first row.
+
+    The fragments are fingerprinted where they are read, under ``fragment_key`` (the lake's key as
+    ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
+    ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets them
+    before the input gate; the input's fingerprint is those digests keyed by ``fingerprint_key``."""
     fragments = prepared.fragments
-    side = RecordReading(schema, text_reading(config, schema), codes_folder, fingerprint_key)
+    side = RecordReading(schema, text_reading(config, schema), codes_folder, fragment_key or fingerprint_key)
     summary = engine.persist(engine.map_fragments(fragments, read_record_fragment, tabular_input_summary_schema(), side))
     try:
+        listed = engine.collect(engine.map_batches(summary, fragment_entries, TABULAR_FRAGMENT_ROWS_SCHEMA))
+        fragment_prints = list(zip(listed["code"].astype(int).tolist(), listed["fingerprint"].tolist(), strict=True))
+        if check_prints is not None:
+            check_prints(fragment_prints)
         sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, TABULAR_METRICS_SCHEMA), "code", ["count"])
         by_code = dict(zip(sums["code"].astype(int), sums["count"].astype(int), strict=True))
         problems = sorted(code for code, count in by_code.items() if code != ROWS and code < CLIPPED and count > 0)
@@ -324,7 +336,6 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
             assert first is not None
             attribute = schema.attributes[code // 4]
             raise row_error(fragments, int(first[ROW_ID]), problem_reason(attribute, code % 4), column=attribute.name)
-        listed = engine.collect(engine.map_batches(summary, fragment_entries, TABULAR_FRAGMENT_ROWS_SCHEMA))
     finally:
         engine.unpersist(summary)
     rows_of = dict(zip(listed["code"].astype(int), listed["count"].astype(int), strict=True))
@@ -336,7 +347,7 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
              if rows_of[fragment.ordinal]]
     clipped = {attribute.name: by_code.get(CLIPPED + position, 0) for position, attribute in enumerate(schema.attributes)
                if isinstance(attribute, NumericAttribute)}
-    prints = input_fingerprint(fragments, zip(listed["code"].astype(int), listed["fingerprint"], strict=True))
+    prints = input_fingerprint(fragments, fragment_prints)
     return CheckedRecords(total, tuple(offsets), files, clipped, validation,
                           _records_fingerprint(prints, config, fingerprint_key))
 
@@ -630,8 +641,11 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
     parts = plan.parts
     sizes = domain_sizes(schema)
     with timer.stage("read input"):
-        checked = read_records_on_engine(config, schema, prepared, engine, context.staging / "input" / "codes",
-                                         input_fingerprint_key(context.lake))
+        fragment_key = context.fragment_key()
+        checked = read_records_on_engine(
+            config, schema, prepared, engine, context.staging / "input" / "codes", input_fingerprint_key(context.lake),
+            fragment_key, lambda prints: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None))
     record_count = checked.rows
     split_fractions = config.split
     needed = minimum_record_count(config.privacy.k, split_fractions.seeds, split_fractions.structure,
@@ -757,6 +771,7 @@ KIND = ReleaseKind(
     summary=summary_line,
     show_keys=("omega", "target_records"),
     reserves_on_engine=True,
+    checks_input_fingerprints=True,
 )
 
 
