@@ -5,7 +5,7 @@ Two passes, each a ``map_fragments`` job:
 
 1. :func:`read_claims_fragment`, one task per input fragment (a file, or one data file of an
    Iceberg scan; ``pipelines/platform/sources.py``): reads the mapped columns with the platform's
-   ``ROW_ID``; types the ids as the single-file reader always did (``pipelines/crowd/input.py``:
+   ``ROW_ID`` (``pipelines/platform/fragment_tasks.py``); types the ids as the single-file reader always did (``pipelines/crowd/input.py``:
    integers when every non-null id of the fragment is an integer — an integer column, a float
    column of whole numbers, or text of at most 18 digits — else text as written) and parses the
    values (numbers; text through ``pd.to_numeric``, ``nan`` a missing value); flags every bad row
@@ -49,9 +49,17 @@ import pyarrow.compute as pc
 from pipelines.crowd.input import apply_duplicates_policy
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
-from pipelines.platform.errors import InputError
+from pipelines.platform.fragment_tasks import (
+    any_problem,
+    code_counts,
+    decoded,
+    entry_rows,
+    fingerprints,
+    located_problems,
+    read_mapped_columns,
+)
 from pipelines.platform.repeated_keys import bucket_ids
-from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint, read_fragment
+from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.crowd.tables import (
     claims_schema,
     crowd_group_summary_schema,
@@ -121,21 +129,8 @@ class ClaimsReading:
         return {self.object_column: "object_id", self.source_column: "source_id", self.value_column: "value"}
 
 
-def _mapped_column_missing(error: InputError, side: ClaimsReading) -> InputError:
-    """The platform reader's "no such column" in the words of a mapped input."""
-    if error.column in side.roles and error.message.startswith("the file has no such column"):
-        found = error.message.removeprefix("the file has no such column").strip().strip("()")
-        found = found.replace("it has:", "the file has:", 1)
-        return InputError(error.file, f"mapped column '{error.column}' (for {side.roles[error.column]}) is missing; "
-                                      f"{found}", column=error.column)
-    return error
-
-
 def _series(column: pa.ChunkedArray) -> pd.Series:
-    combined = column.combine_chunks()
-    if pa.types.is_dictionary(combined.type):
-        combined = combined.dictionary_decode()
-    return combined.to_pandas()
+    return decoded(column).to_pandas()
 
 
 def _identifiers(column: pa.ChunkedArray, codes: tuple[int, int, int],
@@ -234,27 +229,17 @@ def _id_array(ids: np.ndarray, kind: int | None) -> pa.Array:
 
 def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
     """Pass 1 for one fragment (module docstring)."""
-    wanted = list(dict.fromkeys((side.object_column, side.source_column, side.value_column)))
-    try:
-        table = read_fragment(fragment, wanted)
-    except InputError as error:
-        raise _mapped_column_missing(error, side) from None
-    row_ids = table.column(ROW_ID).to_numpy()
+    table, row_ids = read_mapped_columns(fragment, side.roles)
     problems: dict[int, np.ndarray] = {}
     objects, object_kind = _identifiers(table.column(side.object_column),
                                         (OBJECT_BOOLEAN, OBJECT_FRACTIONAL, OBJECT_NULL), problems)
     sources, source_kind = _identifiers(table.column(side.source_column),
                                         (SOURCE_BOOLEAN, SOURCE_FRACTIONAL, SOURCE_NULL), problems)
     values = _values(table.column(side.value_column), problems)
-    bad = np.zeros(len(row_ids), dtype=bool)
-    for mask in problems.values():
-        bad |= mask
-    good = ~bad
+    good = ~any_problem(problems, len(row_ids))
     rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "count": len(row_ids)}]
-    for code, mask in sorted(problems.items()):
-        if mask.any():
-            rows.append({"entry": METRIC, "code": code, ROW_ID: int(row_ids[int(np.flatnonzero(mask)[0])]),
-                         "count": int(mask.sum())})
+    for code, _, row_id, count in located_problems(problems, row_ids):
+        rows.append({"entry": METRIC, "code": code, ROW_ID: row_id, "count": count})
     for kind, codes in ((object_kind, (INTEGER_OBJECT_IDS, TEXT_OBJECT_IDS)),
                         (source_kind, (INTEGER_SOURCE_IDS, TEXT_SOURCE_IDS))):
         if kind is not None:
@@ -276,25 +261,19 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
     if not len(kept):
         return summary
     distinct = pd.unique(source_ids)
-    source_rows = pa.table({
-        "entry": pa.array(np.full(len(distinct), SOURCE, dtype=np.int32)),
-        "code": pa.array(np.zeros(len(distinct), dtype=np.int32)),
-        ROW_ID: pa.nulls(len(distinct), pa.int64()),
-        "count": pa.array(np.ones(len(distinct), dtype=np.int64)),
-        "fingerprint": pa.nulls(len(distinct), pa.string()),
-        "source_int": pa.array(distinct, pa.int64()) if source_kind == INTEGER else pa.nulls(len(distinct), pa.int64()),
+    source_rows = entry_rows(
+        schema, SOURCE, len(distinct), count=np.ones(len(distinct), dtype=np.int64),
+        source_int=pa.array(distinct, pa.int64()) if source_kind == INTEGER else None,
         # text always (an integer as its decimal digits): the input's kind is decided across fragments
-        "source_text": (pa.array(distinct, pa.int64()).cast(pa.string()) if source_kind == INTEGER
-                        else pa.array(distinct, pa.string())),
-    }, schema=schema)
+        source_text=(pa.array(distinct, pa.int64()).cast(pa.string()) if source_kind == INTEGER
+                     else pa.array(distinct, pa.string())))
     return pa.concat_tables([summary, source_rows])
 
 
 # ---- pass-1 summaries, reduced on the engine (batch functions) -------------------------------------
 
 def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == METRIC]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+    return code_counts(frame, METRIC)
 
 
 def problem_rows(frame: pd.DataFrame, code: int) -> pd.DataFrame:
@@ -303,8 +282,7 @@ def problem_rows(frame: pd.DataFrame, code: int) -> pd.DataFrame:
 
 
 def fingerprint_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == FINGERPRINT]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "fingerprint": chosen["fingerprint"].to_numpy()})
+    return fingerprints(frame, FINGERPRINT)
 
 
 def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
@@ -441,14 +419,8 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     storage.write_table(table, side.file_for(task.index), row_group_size=1 << 18)
     rows.append(_metric(task.index, len(staged), entry=STAGED, key=task.index))
     summary = pa.Table.from_pylist(rows, schema=schema)
-    source_rows = pa.table({
-        "entry": pa.array(np.full(len(per_source), SOURCE_OBJECTS, dtype=np.int32)),
-        "code": pa.array(np.zeros(len(per_source), dtype=np.int32)),
-        ROW_ID: pa.nulls(len(per_source), pa.int64()),
-        "count": pa.array(per_source.to_numpy(np.int64)),
-        "detail": pa.nulls(len(per_source), pa.int64()),
-        "key": pa.array(per_source.index.to_numpy(np.int64)),
-    }, schema=schema)
+    source_rows = entry_rows(schema, SOURCE_OBJECTS, len(per_source), count=per_source.to_numpy(np.int64),
+                             key=per_source.index.to_numpy(np.int64))
     return pa.concat_tables([summary, source_rows])
 
 
@@ -577,8 +549,7 @@ def output_entries(frame: pd.DataFrame, entry: int) -> pd.DataFrame:
 
 
 def output_metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == METRIC]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+    return code_counts(frame, METRIC)
 
 
 def reason_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:

@@ -32,14 +32,15 @@ from pipelines.engines.storage import Where
 from pipelines.filter.blocks import compact_features, feature_columns, privatized_rows, staged_schema
 from pipelines.filter.input import label_codes
 from pipelines.platform.errors import InputError
+from pipelines.platform.fragment_tasks import NumberedFile
 from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names
 from pipelines.platform.sources import (
-    ROW_BITS,
     ROW_ID,
     Fragment,
     TextReading,
     fragment_fingerprint,
     read_text_fragment,
+    row_positions,
 )
 from schemas.filter.config import LabelDefinition
 from schemas.filter.expectations import FILTER_RECORD_COLUMN
@@ -172,19 +173,14 @@ class PositionedPrivatization:
 def privatized_at_positions(frame: pd.DataFrame, side: PositionedPrivatization) -> pd.DataFrame:
     """``blocks.privatized_rows`` with ``record`` turned from the ``ROW_ID`` staged into the record's
     position (its place in ``ROW_ID`` order: for one file, its row), which keys its randomness."""
-    row_ids = frame[FILTER_RECORD_COLUMN].to_numpy(np.int64)
-    positions = np.asarray(side.offsets, dtype=np.int64)[row_ids >> ROW_BITS] + (row_ids & ((1 << ROW_BITS) - 1))
-    frame = frame.copy()
-    frame[FILTER_RECORD_COLUMN] = positions
-    return privatized_rows(frame, side.side)
+    return privatized_rows(positioned_records(frame, side.offsets), side.side)
 
 
 def positioned_records(frame: pd.DataFrame, side: tuple[int, ...]) -> pd.DataFrame:
     """The staged records with ``record`` as the position (for the evaluation, on the driver)."""
-    row_ids = frame[FILTER_RECORD_COLUMN].to_numpy(np.int64)
+    positions = row_positions(frame[FILTER_RECORD_COLUMN].to_numpy(np.int64), side)
     frame = frame.copy()
-    frame[FILTER_RECORD_COLUMN] = np.asarray(side, dtype=np.int64)[row_ids >> ROW_BITS] + (
-        row_ids & ((1 << ROW_BITS) - 1))
+    frame[FILTER_RECORD_COLUMN] = positions
     return frame
 
 
@@ -194,12 +190,8 @@ OUTPUT_METRICS_SCHEMA = pa.schema([pa.field("metric", pa.string(), nullable=Fals
                                    pa.field("count", pa.int64(), nullable=False)])
 
 
-@dataclass(frozen=True)
-class ReleasedFile:
-    """One file of privatized records (the engine's ``write_parquet`` output)."""
-
-    where: Where
-    ordinal: int
+ReleasedFile = NumberedFile
+"""One file of privatized records (the engine's ``write_parquet`` output) and its number."""
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ counted where the engine runs its tasks; only a fragment's summary leaves the ta
 :func:`read_report_fragment` is the ``map_fragments`` function. For one fragment (a file, or one
 data file of an Iceberg scan; ``pipelines/platform/sources.py``) it
 
-* reads the mapped columns with the platform's ``ROW_ID`` (a missing column is one line naming
-  the file and the column);
+* reads the mapped columns with the platform's ``ROW_ID`` (``fragment_tasks.read_mapped_columns``:
+  a missing column is one line naming the file and the column);
 * flags every bad row, by problem (:data:`PROBLEMS`, in the order a row's problems are reported):
   a missing user id, mechanism or report, a mechanism not in the catalog, a report of the wrong
   type (a boolean, a non-integer, a bit vector of the wrong length or with other characters) or
@@ -44,9 +44,17 @@ from pipelines.ldp.blocks import (
     rappor_bit_sum_rows,
     report_count_rows,
 )
-from pipelines.platform.errors import InputError
+from pipelines.platform.fragment_tasks import (
+    any_problem,
+    code_counts,
+    decoded,
+    entry_rows,
+    fingerprints,
+    located_problems,
+    read_mapped_columns,
+)
 from pipelines.platform.repeated_keys import KeyBuckets, canonical_keys, write_key_buckets
-from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint, read_fragment
+from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.ldp.tables import LDP_MECHANISM_CODE, ldp_input_summary_schema
 
 COUNT, METRIC, FINGERPRINT = 0, 1, 2
@@ -112,20 +120,8 @@ class ReportReading:
         return {self.user_column: "user_id", self.mechanism_column: "mechanism", self.report_column: "report"}
 
 
-def _mapped_column_missing(error: InputError, side: ReportReading) -> InputError:
-    """The platform reader's "no such column" in the words of a mapped input."""
-    if error.column in side.roles and error.message.startswith("the file has no such column"):
-        found = error.message.removeprefix("the file has no such column").strip().strip("()")
-        found = found.replace("it has:", "the file has:", 1)
-        return InputError(error.file, f"mapped column '{error.column}' (for {side.roles[error.column]}) is missing; "
-                                      f"{found}", column=error.column)
-    return error
-
-
 def _as_text(array: pa.ChunkedArray) -> pa.Array:
-    combined = array.combine_chunks()
-    if pa.types.is_dictionary(combined.type):
-        combined = combined.dictionary_decode()
+    combined = decoded(array)
     if pa.types.is_string(combined.type):
         return combined
     return combined.cast(pa.string())
@@ -138,9 +134,7 @@ def _nulls(array: pa.ChunkedArray) -> np.ndarray:
 def _integer_reports(reports: pa.ChunkedArray, check: np.ndarray, problems: dict[int, np.ndarray]) -> np.ndarray:
     """Integer reports (0 where a row is not checked or not an integer), flagging booleans and
     non-integers."""
-    combined = reports.combine_chunks()
-    if pa.types.is_dictionary(combined.type):
-        combined = combined.dictionary_decode()
+    combined = decoded(reports)
     values = np.zeros(len(combined), dtype=np.int64)
     if pa.types.is_boolean(combined.type):
         problems[REPORT_BOOLEAN] = check.copy()
@@ -169,12 +163,7 @@ def _integer_reports(reports: pa.ChunkedArray, check: np.ndarray, problems: dict
 
 def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
     """One fragment's summary (module docstring)."""
-    wanted = list(dict.fromkeys((side.user_column, side.mechanism_column, side.report_column)))
-    try:
-        table = read_fragment(fragment, wanted)
-    except InputError as error:
-        raise _mapped_column_missing(error, side) from None
-    row_ids = table.column(ROW_ID).to_numpy()
+    table, row_ids = read_mapped_columns(fragment, side.roles)
     users, mechanisms, reports = (table.column(name) for name in
                                   (side.user_column, side.mechanism_column, side.report_column))
     user_missing, mechanism_missing, report_missing = _nulls(users), _nulls(mechanisms), _nulls(reports)
@@ -207,17 +196,12 @@ def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
         limits = np.asarray(side.output_sizes, dtype=np.int64)[np.where(known, code_values, 0)]
         problems[OUTSIDE_ALPHABET] = typed & ((values < 0) | (values >= limits))
         details[OUTSIDE_ALPHABET] = code_values
-    bad = np.zeros(len(row_ids), dtype=bool)
-    for mask in problems.values():
-        bad |= mask
-    good = ~bad
+    good = ~any_problem(problems, len(row_ids))
     rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "users": len(row_ids)}]
-    for code, mask in sorted(problems.items()):
-        if mask.any():
-            first = int(np.flatnonzero(mask)[0])
-            detail = details.get(code)
-            rows.append({"entry": METRIC, "code": code, ROW_ID: int(row_ids[first]), "users": int(mask.sum()),
-                         "detail": None if detail is None else int(detail[first])})
+    for code, first, row_id, count in located_problems(problems, row_ids):
+        detail = details.get(code)
+        rows.append({"entry": METRIC, "code": code, ROW_ID: row_id, "users": count,
+                     "detail": None if detail is None else int(detail[first])})
     present = ~user_missing
     if present.any():
         keys, kind = canonical_keys(users.filter(pa.array(present)))
@@ -242,15 +226,8 @@ def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
         counts = bit_vector_count_rows(canonical, None).rename(columns={"report_key": "key"})
     else:
         counts = report_count_rows(canonical, ReportKeySide(side.output_stride)).rename(columns={"report_key": "key"})
-    count_rows = pa.table({
-        "entry": pa.array(np.full(len(counts), COUNT, dtype=np.int32)),
-        "code": pa.array(np.zeros(len(counts), dtype=np.int32)),
-        ROW_ID: pa.nulls(len(counts), pa.int64()),
-        "detail": pa.nulls(len(counts), pa.int64()),
-        "key": pa.array(counts["key"].to_numpy(), schema.field("key").type),
-        "users": pa.array(counts["users"].to_numpy(np.int64)),
-        "fingerprint": pa.nulls(len(counts), pa.string()),
-    }, schema=schema)
+    count_rows = entry_rows(schema, COUNT, len(counts), key=counts["key"].to_numpy(),
+                            users=counts["users"].to_numpy(np.int64))
     return pa.concat_tables([summary, count_rows])
 
 
@@ -262,10 +239,8 @@ def count_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
 
 
 def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == METRIC]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "users": chosen["users"].to_numpy(np.int64)})
+    return code_counts(frame, METRIC, "users")
 
 
 def fingerprint_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == FINGERPRINT]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "fingerprint": chosen["fingerprint"].to_numpy()})
+    return fingerprints(frame, FINGERPRINT)

@@ -730,6 +730,13 @@ def row_location(fragments: Sequence[Fragment], row_id: int) -> tuple[str, int]:
     return fragments[ordinal].name, index + 1
 
 
+def row_positions(row_ids: np.ndarray, offsets: Sequence[int]) -> np.ndarray:
+    """Each ``ROW_ID``'s position in the whole input, its place in ``ROW_ID`` order: its
+    fragment's first position (``offsets[ordinal]``: the rows of the fragments before it) plus its
+    row index within the fragment (for one file, its row)."""
+    return np.asarray(offsets, dtype=np.int64)[row_ids >> ROW_BITS] + (row_ids & ((1 << ROW_BITS) - 1))
+
+
 def row_error(fragments: Sequence[Fragment], row_id: int, message: str, column: str | None = None) -> InputError:
     """The one-line error for a problem found at ``row_id`` (e.g. the distributed minimum of the
     failing rows' ids): ``file, row N, column 'c': message``."""

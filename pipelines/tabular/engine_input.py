@@ -39,14 +39,15 @@ import pyarrow as pa
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
 from pipelines.platform.errors import InputError
+from pipelines.platform.fragment_tasks import NumberedFile, code_counts, located_problems
 from pipelines.platform.input import NO_HEADER_HINT, header_names
 from pipelines.platform.sources import (
-    ROW_BITS,
     ROW_ID,
     Fragment,
     TextReading,
     fragment_fingerprint,
     read_text_fragment,
+    row_positions,
 )
 from schemas.tabular.schema import TabularSchema
 from schemas.tabular.tables import staged_codes_schema, tabular_input_summary_schema
@@ -103,10 +104,8 @@ def read_record_fragment(fragment: Fragment, side: RecordReading) -> pa.Table:
         except ColumnMismatch as error:
             raise InputError(fragment.name, str(error)) from None
         del frame
-        for (position, problem), mask in sorted(flagged.problems.items()):
-            first = int(np.flatnonzero(mask)[0])
-            rows.append({"entry": PROBLEM, "code": problem_code(position, problem), ROW_ID: int(row_ids[first]),
-                         "count": int(mask.sum())})
+        for (position, problem), _, row_id, count in located_problems(flagged.problems, row_ids):
+            rows.append({"entry": PROBLEM, "code": problem_code(position, problem), ROW_ID: row_id, "count": count})
         for position, attribute in enumerate(schema.attributes):
             if attribute.name in flagged.clipped:
                 rows.append({"entry": METRIC, "code": CLIPPED + position, "count": flagged.clipped[attribute.name]})
@@ -123,8 +122,7 @@ def read_record_fragment(fragment: Fragment, side: RecordReading) -> pa.Table:
 # ---- driver-side helpers over the summaries (batch functions, shipped like the blocks) ----------
 
 def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"].isin((METRIC, PROBLEM))]
-    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
+    return code_counts(frame, (METRIC, PROBLEM))
 
 
 def problem_entries(frame: pd.DataFrame, side: int) -> pd.DataFrame:
@@ -158,14 +156,9 @@ def _parts(parts_file: Where) -> np.ndarray:
     return np.frombuffer(storage.read_bytes(parts_file), dtype=np.int8)
 
 
-def positions_of(row_ids: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
-    ordinals = row_ids >> ROW_BITS
-    return np.asarray(offsets, dtype=np.int64)[ordinals] + (row_ids & ((1 << ROW_BITS) - 1))
-
-
 def with_parts(frame: pd.DataFrame, side: PartLookup) -> pd.DataFrame:
     """The staged codes with each record's ``part`` of the split."""
-    positions = positions_of(frame[ROW_ID].to_numpy(np.int64), side.offsets)
+    positions = row_positions(frame[ROW_ID].to_numpy(np.int64), side.offsets)
     result = frame.drop(columns=[ROW_ID])
     result["part"] = np.asarray(_parts(side.parts_file)[positions], dtype=np.int8)
     result[ROW_ID] = frame[ROW_ID].to_numpy(np.int64)
@@ -200,12 +193,8 @@ def write_split(frame: pd.DataFrame, side: SplitJob) -> pd.DataFrame:
     return pd.DataFrame({"part": np.arange(4, dtype=np.int64), "records": counts})
 
 
-@dataclass(frozen=True)
-class StagedFragment:
-    """One fragment's staged codes (``codes_file``)."""
-
-    where: Where
-    ordinal: int
+StagedFragment = NumberedFile
+"""One fragment's staged codes (``codes_file``) and its ordinal."""
 
 
 @dataclass(frozen=True)
@@ -270,12 +259,8 @@ NULLS, OUTSIDE, NOT_INTEGERS = 1, 2, 3
 """Released metric codes: ``0`` rows; ``1 + 3 * position + kind - 1`` per attribute and kind."""
 
 
-@dataclass(frozen=True)
-class ReleasedFile:
-    """One file of released records (the engine's ``write_parquet`` output)."""
-
-    where: Where
-    ordinal: int
+ReleasedFile = NumberedFile
+"""One file of released records (the engine's ``write_parquet`` output) and its number."""
 
 
 @dataclass(frozen=True)
