@@ -27,6 +27,14 @@ from schemas.tables import ROW_NUMBER
 CANONICAL = ("object_id", "source_id", "value")
 
 
+def private_columns(settings: CrowdInput) -> dict[str, str]:
+    """The input columns a crowd release protects, for the input-selection check
+    (``pipelines/platform/selection.py``): the column mapped to ``value`` — the claim unit changes
+    one claim's value, the source unit a source's values; the ids (claim counts, the source-object
+    incidence) are public under both units."""
+    return {settings.columns.value: "the claims' value"}
+
+
 def input_fingerprint(path: Path, mapping: dict[str, str]) -> str:
     """SHA-256 of the input file's bytes and the column mapping."""
     digest = files_digest([path])

@@ -100,6 +100,7 @@ from pipelines.crowd.engine_input import (
     source_object_entries,
     stage_object_bucket,
 )
+from pipelines.crowd.input import private_columns
 from pipelines.crowd.report_page import learned_density_samples
 from pipelines.crowd.validation import validate_crowd_input_metrics, validate_crowd_output_metrics
 from pipelines.engines.base import Collection, Engine
@@ -111,6 +112,7 @@ from pipelines.platform.release import (
     ReleaseKind,
     ReleaseResult,
 )
+from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -278,6 +280,7 @@ class CrowdPlan:
 def plan_release(context: ReleaseContext) -> CrowdPlan:
     """The whole-release guarantee from the config, reserved in the ledger before the claims are read."""
     config = context.config
+    refuse_private_selection(config.input, private_columns(config.input), "crowd")
     guarantee = guarantee_for(config)
     context.reserve(guarantee)
     return CrowdPlan(guarantee, synthesis_parameters(config), release_bandwidth(config))
@@ -317,6 +320,7 @@ def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
         spec = listing_spec(config.input)
         properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
         fragments = list_fragments(spec, properties=properties)
+        refuse_private_partitions(fragments, private_columns(config.input), "crowd")
     return PreparedInput(fragments, spec.path if spec.path is not None else f"table {spec.table}", context.staging)
 
 

@@ -52,6 +52,18 @@ def read_feature_spec(path: Path) -> FeatureSpec:
     return validate_document(FeatureSpec, document, str(path))
 
 
+def private_columns(config: FilterConfig) -> dict[str, str]:
+    """The input columns a filter release protects, for the input-selection check
+    (``pipelines/platform/selection.py``): every choice's private label column. The features are
+    held fixed by the guarantee (a label change keeps them), and the choice column is released, so
+    selecting by them selects the same records in neighbouring inputs."""
+    private: dict[str, str] = {}
+    for choice in config.choices:
+        column = config.labels[choice.private].column
+        private.setdefault(column, f"the private label {choice.private!r} of choice {choice.name!r}")
+    return private
+
+
 def check_label_columns(config: FilterConfig, spec: FeatureSpec) -> None:
     """A private label's column must not be a feature (the release would carry it in clear)."""
     features = set(spec.names)

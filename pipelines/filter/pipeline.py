@@ -74,6 +74,7 @@ from pipelines.filter.filter_set import FilterSet, StoredChoice, choices_fingerp
 from pipelines.filter.input import (
     FilterRecords,
     check_label_columns,
+    private_columns,
     read_feature_spec,
     read_training_records,
 )
@@ -98,6 +99,7 @@ from pipelines.platform.release import (
     release_secret,
 )
 from pipelines.platform.repeated_keys import KeyBuckets, bucket_count, find_repeated_keys
+from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -466,6 +468,7 @@ def plan_release(context: ReleaseContext) -> FilterPlan:
     """Check the spec, resolve and load the encoder, resolve the stored filters, and reserve the
     guarantee when the caps or the stored filters give it."""
     config = context.config
+    refuse_private_selection(config.input, private_columns(config), "filter")
     spec = _read_spec(config)
     store = ModelStore(context.lake)
     encoder = store.resolve(config.encoder.artifact, MODEL_KIND_FILTER_VAE, config.dataset, feature_spec_sha256(spec))
@@ -597,6 +600,7 @@ def _list_input(context: ReleaseContext) -> PreparedInput:
         spec = listing_spec(config.input)
         properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
         fragments = list_fragments(spec, properties=properties)
+        refuse_private_partitions(fragments, private_columns(config), "filter")
     return PreparedInput(fragments, spec.path if spec.path is not None else f"table {spec.table}",
                          context.staging / "input")
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.platform.errors import ConfigError, InputError, one_line
-from schemas.ldp.config import MAX_SECRETS, SecretLayout
+from schemas.ldp.config import MAX_SECRETS, ReportColumns, SecretLayout
 from transforms.ldp.mechanisms import BASIC_RAPPOR, BasicRappor, Mechanism, mechanism_from_spec
 
 MAX_CATALOG_BYTES = 16 << 20
@@ -32,6 +32,15 @@ MAX_MECHANISMS = 10_000
 MAX_CHANNEL_CELLS = 1 << 28
 """The estimators' channel matrices (secrets x reports per mechanism, float64) hold at most this
 many cells in all (2 GiB), checked before any report is read."""
+
+
+def private_columns(columns: ReportColumns) -> dict[str, str]:
+    """The input columns an ldp release protects, for the input-selection check
+    (``pipelines/platform/selection.py``): the report (each user's privatized secret). The estimate
+    takes the reports as independent draws of the users' mechanisms; a selection on the report
+    would make it an estimate of something else. The user id and the mechanism (each listed with
+    its count in the manifest) are public."""
+    return {columns.report: "the users' privatized reports"}
 
 
 @dataclass(frozen=True)

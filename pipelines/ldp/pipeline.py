@@ -59,6 +59,7 @@ from pipelines.ldp.engine_input import (
 from pipelines.ldp.input import (
     MechanismCatalog,
     check_estimator_fits,
+    private_columns,
     read_mechanism_catalog,
 )
 from pipelines.ldp.report_page import truth_summary
@@ -71,6 +72,7 @@ from pipelines.platform.release import (
     ReleaseResult,
 )
 from pipelines.platform.repeated_keys import KeyBuckets, RepeatedKeys, bucket_count, find_repeated_keys
+from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -125,6 +127,7 @@ class LdpPlan:
 
 def plan_release(context: ReleaseContext) -> LdpPlan:
     config = context.config
+    refuse_private_selection(config.input, private_columns(config.input.columns), "ldp")
     with context.timer.stage("read catalog"):
         catalog = read_mechanism_catalog(config.input.catalog, config.secrets)
         check_estimator_fits(catalog, config.estimator.method, config.input.catalog)
@@ -160,6 +163,7 @@ def prepare_reports(context: ReleaseContext, plan: LdpPlan) -> PreparedReports:
         spec = listing_spec(config.input)
         properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
         fragments = list_fragments(spec, properties=properties)
+        refuse_private_partitions(fragments, private_columns(config.input.columns), "ldp")
     return PreparedReports(fragments, spec.path if spec.path is not None else f"table {spec.table}")
 
 

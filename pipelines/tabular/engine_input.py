@@ -82,10 +82,16 @@ def codes_file(folder: Where, ordinal: int) -> Where:
 
 
 def _records(fragment: Fragment, schema: TabularSchema, text: TextReading) -> tuple[pd.DataFrame, np.ndarray]:
-    """The fragment's records (its partition columns the schema does not name left out)."""
+    """The fragment's records (its partition columns the schema does not name left out, and the
+    columns an Iceberg row filter selects by: public ones, ``pipelines/platform/selection.py``)."""
     frame, row_ids = read_text_fragment(fragment, text)
     names = set(schema.names)
     extra = [column for column in fragment.partition_values if column not in names]
+    if fragment.iceberg is not None and fragment.iceberg.row_filter is not None:
+        from pipelines.platform.selection import row_filter_columns
+
+        extra += [column for column in row_filter_columns(fragment.iceberg.row_filter)
+                  if column not in names and column in frame.columns and column not in extra]
     if extra:
         frame = frame.drop(columns=extra)
     if fragment.format == "csv" and text.header and header_names(frame.columns, schema.names) is None:

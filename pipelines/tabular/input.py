@@ -34,6 +34,13 @@ class TabularRecords:
     encoded: EncodedRecords
 
 
+def private_columns(schema: TabularSchema) -> dict[str, str]:
+    """The input columns a tabular release protects, for the input-selection check
+    (``pipelines/platform/selection.py``): every attribute of the schema — one record is
+    substituted and ``n`` is public, so no attribute may decide which records are read."""
+    return {name: "an attribute of the schema" for name in schema.names}
+
+
 def read_schema(path: Path) -> TabularSchema:
     """The schema file, validated; refused before any work when it is a hostile YAML document
     (``pipelines.platform.config.read_yaml``: size, alias expansion) or an attribute has more than

@@ -51,6 +51,7 @@ from pipelines.platform.release import (
     ReleaseResult,
     StageTimer,
 )
+from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
     SUFFIX_FORMATS,
@@ -106,7 +107,7 @@ from pipelines.tabular.engine_input import (
     staged_rows,
     write_split,
 )
-from pipelines.tabular.input import read_schema
+from pipelines.tabular.input import private_columns, read_schema
 from pipelines.tabular.report_page import MAX_ATTRIBUTES as MAX_REPORT_ATTRIBUTES
 from pipelines.tabular.report_page import marginal_summaries_from_tables
 from pipelines.tabular.validation import (
@@ -220,6 +221,7 @@ def plan_release(context: ReleaseContext) -> TabularPlan:
     the configuration alone."""
     config = context.config
     schema = read_schema(config.input.schema_path)
+    refuse_private_selection(config.input, private_columns(schema), "tabular")
     sizes = domain_sizes(schema)
     try:
         validate_structure_constraints(sizes, config.model.max_degree, config.model.complexity_cap, schema.names)
@@ -285,6 +287,7 @@ def prepare_records(context: ReleaseContext, plan: TabularPlan) -> PreparedRecor
         spec = listing_spec(config.input)
         properties = config.lake.properties if isinstance(config.lake, LakeLocation) else None
         fragments = list_fragments(spec, properties=properties)
+        refuse_private_partitions(fragments, private_columns(plan.schema), "tabular")
     return PreparedRecords(fragments, spec.path if spec.path is not None else f"table {spec.table}")
 
 

@@ -1,0 +1,141 @@
+"""Input selection must not look at what a release protects (issue 15 review, F1 and F2).
+
+Every kind's neighbouring relation is stated over the rows the release reads: crowd changes one
+claim's value (the claim counts and the source-object incidence are public), tabular substitutes
+one record (``n`` public), filter changes one record's private label (its features fixed), ldp
+takes each user's report as an independent ε_i-LDP report. A selection that looks at a protected
+column turns these into something else: with ``row_filter: "value >= 50"`` one claim's value
+decides whether the claim is read at all (so its object's count, its suppression and the
+manifest's counts), a tabular ``n`` becomes the exact count of a predicate on private attributes,
+and a filter record whose private label comes from its folder (``group=a/``) moves to another
+place in the input's order when that label changes (``record`` and the release files follow it).
+
+So a release is refused (:class:`ConfigError`, exit 2, one line naming the key and the column)
+when
+
+* its ``input.row_filter`` names a column the kind treats as private (the filter is parsed with
+  pyiceberg's expression parser and every column reference of the unbound expression is
+  collected: before the table is opened, before anything is reserved);
+* its ``input.path`` picks files by a private column: a ``key=value`` segment of the path or the
+  glob (``claims/value=60/``, ``records/group=*/``) or a declared ``partition_columns`` level
+  whose key is private (checked from the configuration, before anything is reserved);
+* a hive partition key of the listed fragments is a private column (checked on the listing,
+  metadata only, before any row is read): the protected value would come from a folder name and
+  the input's order (``ROW_ID``: files in path order) would follow it.
+
+Each kind declares its private columns in its own room (``private_columns`` in
+``pipelines/<kind>/input.py``), as a mapping from column name to what the column is, for the
+error line. Names are compared case-insensitively (a refusal too many is cheaper than a leak),
+and a dotted reference (``a.b``) is also checked by its first component.
+
+What cannot be detected here — a partition key or a filter column that is a private attribute the
+release does not name (a column correlated with the value, a folder split by the label under
+another name), or an input file already selected upstream — is the operator's responsibility
+(docs/PRIVACY.md, "Input selection"). This module imports no engine and no kind, and pyiceberg
+only when a row filter is present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+from pipelines.platform.errors import ConfigError
+from schemas.sources import SourceSpec
+
+GUIDE = 'select rows by public columns only (docs/PRIVACY.md, "Input selection")'
+"""The advice every refusal line ends with."""
+
+
+def row_filter_columns(text: str) -> list[str]:
+    """The column names a pyiceberg row filter references, in order of first appearance.
+
+    Walks the unbound expression (``And``, ``Or``, ``Not``, predicates over a ``Reference``); a
+    node of any other shape is refused rather than skipped, so a future pyiceberg expression type
+    cannot hide a column."""
+    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, Not, Or, Reference, UnboundPredicate
+    from pyiceberg.expressions.parser import parse
+
+    names: list[str] = []
+    stack: list[Any] = [parse(text)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (And, Or)):
+            stack.extend((node.right, node.left))
+        elif isinstance(node, Not):
+            stack.append(node.child)
+        elif isinstance(node, UnboundPredicate):
+            term = node.term
+            if not isinstance(term, Reference):
+                raise ConfigError(f"input.row_filter: cannot tell which column a {type(term).__name__} term reads; "
+                                  f"{GUIDE}")
+            if term.name not in names:
+                names.append(term.name)
+        elif not isinstance(node, (AlwaysTrue, AlwaysFalse)):
+            raise ConfigError(f"input.row_filter: cannot tell which columns a {type(node).__name__} expression "
+                              f"reads; {GUIDE}")
+    return names
+
+
+def path_partition_keys(path: str) -> list[str]:
+    """The keys of the ``key=value`` segments of an input path or glob (URL-unquoted), in order."""
+    text = path.split("://", 1)[-1]
+    keys = []
+    for segment in text.split("/"):
+        key, equals, _ = segment.partition("=")
+        if equals and key and unquote(key) not in keys:
+            keys.append(unquote(key))
+    return keys
+
+
+def _private(name: str, private: Mapping[str, str]) -> str | None:
+    """What ``name`` is when it is a private column (case-insensitive; ``a.b`` also as ``a``)."""
+    folded = {column.casefold(): what for column, what in private.items()}
+    for candidate in (name, name.split(".", 1)[0]):
+        if candidate.casefold() in folded:
+            return folded[candidate.casefold()]
+    return None
+
+
+def refuse_private_selection(spec: SourceSpec, private: Mapping[str, str], kind: str) -> None:
+    """From the configuration alone (before anything is reserved or read): refuse a row filter,
+    a path or glob segment ``key=value`` or a declared partition level over a private column."""
+    if spec.row_filter is not None:
+        for name in row_filter_columns(spec.row_filter):
+            what = _private(name, private)
+            if what is not None:
+                raise ConfigError(f"input.row_filter: names column '{name}', which {kind} releases treat as "
+                                  f"private ({what}); {GUIDE}")
+    if spec.path is not None:
+        for key in path_partition_keys(spec.path):
+            what = _private(key, private)
+            if what is not None:
+                raise ConfigError(f"input.path: picks files by the folder key '{key}=', a column {kind} releases "
+                                  f"treat as private ({what}); {GUIDE}")
+    for key in spec.partition_columns or ():
+        what = _private(key, private)
+        if what is not None:
+            raise ConfigError(f"input.partition_columns: names '{key}', a column {kind} releases treat as "
+                              f"private ({what}); a private column may not come from a folder name; {GUIDE}")
+
+
+def refuse_private_partitions(fragments: Sequence[Any], private: Mapping[str, str], kind: str) -> None:
+    """On the listing (metadata only, before any row is read): refuse a hive partition key of the
+    fragments that is a private column — its values would come from folder names and the input's
+    order would follow them."""
+    for key in _partition_keys(fragments):
+        what = _private(key, private)
+        if what is not None:
+            raise ConfigError(f"input.path: partition folders '{key}=...' give column '{key}', which {kind} "
+                              f"releases treat as private ({what}); a private column may not come from a folder "
+                              f"name; {GUIDE}")
+
+
+def _partition_keys(fragments: Iterable[Any]) -> list[str]:
+    keys: list[str] = []
+    for fragment in fragments:
+        for key, _ in fragment.partition:
+            if key not in keys:
+                keys.append(key)
+    return keys
