@@ -622,8 +622,17 @@ def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth:
     return report
 
 
+RELEASE_FILE_ROWS = 500_000
+"""Released claims per file of the release, about (docs/PRIVACY.md, "The layout of a release")."""
+
+
+def release_files(released_rows: int) -> int:
+    """The release's file count: a function of its public row count only."""
+    return max(1, -(-released_rows // RELEASE_FILE_ROWS))
+
+
 def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedInput, engine: Engine) -> ReleaseResult:
-    """Steps 2–7: read and stage the input, weights, synthesis, staged output, output validation,
+    """Steps 2–7: read and stage the input, weights, synthesis, output validation, staged output,
     manifest."""
     config, timer = context.config, context.timer
     synthesis = config.synthesis
@@ -640,16 +649,18 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
                                     side=synthesis_side(context, plan, quality), keeps_groups=True)
         outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
         outcome = engine.read_groups_streaming(outcome_files, "object_id", outcome_schema)
-    with timer.stage("write staging"):
-        released = engine.map_batches(outcome, released_rows, output_schema)
-        files = engine.write_parquet(released, prepared.staging / "data", output_schema)
-
     fraction = 0.0 if truth is None else min(1.0, EVALUATION_OBJECTS / max(1, checked.objects))
     side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
     with timer.stage("validate output"):
         output = check_output(engine, outcome, object_type, side)
         output_validation = validate_crowd_output_metrics(output.metrics, claims_per_object=synthesis.claims_per_object,
                                                           k=config.privacy.k)
+    with timer.stage("write staging"):
+        # The release's files: by a hash of the released object ids into a number of files set by
+        # the released row count, both public (the outcome's group files follow the input's bytes).
+        released = engine.map_batches(outcome, released_rows, output_schema)
+        files = engine.write_by_key(released, "object_id", ["claim_index"], release_files(output.totals.get(OUT_ROWS, 0)),
+                                    prepared.staging / "data", output_schema)
     evaluation: dict[str, Any] = {}
     if truth is not None:
         input_claims = engine.read_groups_streaming(checked.object_files, "object_id", checked.input_schema)

@@ -142,3 +142,34 @@ def privatized_rows(frame: pd.DataFrame, side: PrivatizationSide) -> pd.DataFram
         column[rows] = np.asarray(classes, dtype=object)[utility_codes[rows]]
         records[label] = column
     return records
+
+
+# ---- the release's files: record ranges of a size set by public quantities ----------------------
+
+
+def contiguous_bounds(rows: int, parts: int) -> np.ndarray:
+    """``parts`` contiguous ranges of ``rows`` records as ``parts + 1`` bounds (the engine's input
+    pass cuts a fragment's staged files so, and the release's files are cut so)."""
+    return np.linspace(0, rows, parts + 1).astype(np.int64)
+
+
+def release_file_pieces(staged_rows: list[int], file_count: int) -> list[list[tuple[int, int, int]]]:
+    """The release's files as record ranges (issue 15 review, F1): ``file_count`` files of
+    contiguous positions, bounds ``contiguous_bounds(n, file_count)`` with ``n = sum(staged_rows)``
+    — a function of ``n`` and ``file_count`` alone (the pipeline sets ``file_count`` from ``n`` and
+    the engine's configured parallelism), never of the input's fragments. ``staged_rows``: the
+    staged files' row counts, in position order. For each release file, the pieces it takes, in
+    position order: (staged file index, first row within it, stop row)."""
+    starts = np.concatenate([[0], np.cumsum(np.asarray(staged_rows, dtype=np.int64))]).astype(np.int64)
+    bounds = contiguous_bounds(int(starts[-1]), file_count)
+    files = []
+    for low, high in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        pieces = []
+        index = int(np.searchsorted(starts, low, side="right")) - 1
+        while index < len(staged_rows) and starts[index] < high:
+            first, stop = max(low, int(starts[index])), min(high, int(starts[index + 1]))
+            if stop > first:
+                pieces.append((index, first - int(starts[index]), stop - int(starts[index])))
+            index += 1
+        files.append(pieces)
+    return files

@@ -305,6 +305,48 @@ def privatize_file(task: PrivatizeFile, side: PrivatizeFiles) -> pd.DataFrame:
     return pd.DataFrame({"ordinal": [task.ordinal], "rows": [table.num_rows]})
 
 
+@dataclass(frozen=True)
+class PrivatizeRange:
+    """One file of the release: a range of positions (``blocks.release_file_pieces``) taken from
+    the staged files that hold it — (staged file, its row count, first row, stop row) each — and
+    the file its privatized records go to."""
+
+    pieces: tuple[tuple[Where, int, int, int], ...]
+    output: Where
+    ordinal: int
+
+
+def staged_slice(where: Where, rows: int, first: int, stop: int) -> pa.Table:
+    """Rows ``[first, stop)`` of a staged file, reading only the row groups that hold them."""
+    opened = storage.parquet_file(where)
+    if opened.metadata.num_rows != rows:
+        raise RuntimeError(f"{where}: a staged file holds {opened.metadata.num_rows} records, {rows} expected")
+    groups, chosen, start = [], [], 0
+    for group in range(opened.metadata.num_row_groups):
+        size = opened.metadata.row_group(group).num_rows
+        if start < stop and start + size > first:
+            chosen.append(group)
+            groups.append(start)
+        start += size
+    if not chosen:
+        return opened.schema_arrow.empty_table()
+    table = opened.read_row_groups(chosen)
+    return table.slice(first - groups[0], stop - first)
+
+
+def privatize_range(task: PrivatizeRange, side: PrivatizeFiles) -> pd.DataFrame:
+    """:func:`privatize_file` for a release file cut by record ranges: its pieces read (only the
+    row groups holding them), privatized (each record's noise keyed by its position, so any cut
+    gives the same rows) and written as one file of the release."""
+    from pipelines.engines.arrow import frame_to_table
+
+    tables = [staged_slice(where, rows, first, stop) for where, rows, first, stop in task.pieces]
+    frame = pa.concat_tables(tables).to_pandas()
+    table = frame_to_table(privatized_at_positions(frame, side.privatization), side.schema)
+    storage.write_table(table, task.output)
+    return pd.DataFrame({"ordinal": [task.ordinal], "rows": [table.num_rows]})
+
+
 # ---- the evaluation's bounded sample ------------------------------------------------------------
 
 @dataclass(frozen=True)

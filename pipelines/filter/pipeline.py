@@ -42,8 +42,10 @@ from pipelines.engines import storage
 from pipelines.engines.base import Engine
 from pipelines.filter.blocks import (
     PrivatizationSide,
+    contiguous_bounds,
     expand_features,
     output_schema,
+    release_file_pieces,
     staged_schema,
 )
 from pipelines.filter.engine_input import (
@@ -56,13 +58,13 @@ from pipelines.filter.engine_input import (
     FilterOutputCheck,
     FilterReading,
     PositionedPrivatization,
-    PrivatizeFile,
     PrivatizeFiles,
+    PrivatizeRange,
     ReleasedFile,
     SampleTask,
     count_rows,
     output_metric_names,
-    privatize_file,
+    privatize_range,
     problem_rows,
     read_filter_fragment,
     released_filter_summary,
@@ -725,6 +727,25 @@ def stage_records(table: pa.Table, folder: storage.Where, parallelism: int) -> l
     return staged
 
 
+def release_file_tasks(checked: CheckedInput, folder: Path, parallelism: int) -> list[PrivatizeRange]:
+    """The release's files as ranges of record positions (issue 15 review, F1): their number is
+    ``staged_file_count(n, parallelism)`` and their bounds ``contiguous_bounds(n, that number)`` —
+    functions of the public ``n`` and the engine's configured parallelism only, never of how the
+    input was split into fragments (a partitioned folder and one file of the same ``n`` records give
+    the same files); each file takes its records from the staged files that hold them."""
+    staged_rows: list[int] = []
+    for start, stop in zip(checked.offsets, (*checked.offsets[1:], checked.rows), strict=True):
+        if stop > start:  # a fragment's staged files, cut as the input pass cut them
+            staged_rows += np.diff(contiguous_bounds(stop - start, checked.files_per_fragment)).tolist()
+    if len(staged_rows) != len(checked.staged):
+        raise PrivlakeError("the staged files do not match the input's record counts")
+    pieces = release_file_pieces(staged_rows, staged_file_count(checked.rows, parallelism))
+    return [PrivatizeRange(tuple((checked.staged[index], staged_rows[index], first, stop)
+                                 for index, first, stop in file_pieces),
+                           folder / f"part-{number:05d}.parquet", number)
+            for number, file_pieces in enumerate(pieces)]
+
+
 def _withheld(config: FilterConfig) -> dict[str, list[str]]:
     utility_labels = set(_utility_labels(config))
     return {choice.name: [choice.private] for choice in config.choices if choice.private in utility_labels}
@@ -770,10 +791,9 @@ def run_on_engine(context: ReleaseContext, plan: FilterPlan, filters: PreparedFi
         checked = read_input_on_engine(context, spec, prepared, engine)
     rows = checked.rows
     with timer.stage("privatize"):
-        tasks = [PrivatizeFile(staged, context.staging / "data" / f"part-{number:05d}.parquet", number)
-                 for number, staged in enumerate(checked.staged)]
+        tasks = release_file_tasks(checked, context.staging / "data", engine.parallelism)
         written = engine.collect(engine.map_fragments(
-            tasks, privatize_file, PRIVATIZED_FILES_SCHEMA,
+            tasks, privatize_range, PRIVATIZED_FILES_SCHEMA,
             PrivatizeFiles(PositionedPrivatization(side, checked.offsets), out_schema)))
         nonempty = set(written.loc[written["rows"] > 0, "ordinal"].astype(int))
         files = [task.output for task in tasks if task.ordinal in nonempty]

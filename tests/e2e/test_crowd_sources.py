@@ -19,7 +19,6 @@ import pytest
 from pipelines.crowd.pipeline import run_crowd_release
 from pipelines.engines import make_engine
 from pipelines.platform.errors import InputError
-from pipelines.platform.lake import Lake
 from schemas.crowd.config import CrowdConfig
 from tests.e2e.crowd_cases import (
     CONFORMANCE_SECRET_HEX,
@@ -28,13 +27,8 @@ from tests.e2e.crowd_cases import (
     conformance_config,
     release_on_engine,
 )
+from tests.e2e.sources_conformance import engine_for, iceberg_snapshot, iceberg_source, shuffled_partitions
 from tests.lake_setup import prepare_for
-
-
-def engine_for(name: str, spark_session):
-    if name == "spark":
-        return make_engine("spark", spark_session=spark_session)
-    return make_engine(name)
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +48,7 @@ def _release(engine_name: str, spark_session, directory: Path, source: dict, rel
 
 
 def _partitioned(directory: Path, files: int) -> Path:
-    claims = conformance_claims()
-    folder = directory / "claims"
-    order = np.random.default_rng(files).permutation(len(claims))
-    for index, part in enumerate(np.array_split(order, files)):
-        day = folder / f"day=2026-12-{index + 1:02d}"
-        day.mkdir(parents=True)
-        claims.iloc[part].to_parquet(day / "part-00000.parquet", index=False)
-    (folder / "_SUCCESS").write_text("")
-    return folder
+    return shuffled_partitions(conformance_claims(), directory / "claims", files)
 
 
 ENGINES = [("local", 3), pytest.param("spark", 5, marks=pytest.mark.spark),
@@ -97,25 +83,19 @@ def test_an_iceberg_snapshot_with_a_row_filter_gives_the_release_of_those_rows(
     claims.loc[claims["object_id"].isin(["same", "tiny-a"]), "region"] = "eu"
     table_rows = pa.Table.from_pandas(claims, preserve_index=False)
     later = pa.Table.from_pandas(conformance_claims().assign(region="eu").head(50), preserve_index=False)
-    with Lake(tmp_path / "input-lake") as lake:
-        lake.catalog.create_namespace("db")
-        table = lake.catalog.create_table("db.claims", schema=table_rows.schema)
-        for part in np.array_split(np.arange(len(claims)), files):
-            table.append(table_rows.take(pa.array(part)))
-        snapshot = table.current_snapshot().snapshot_id
-        table.append(later)  # after the snapshot: never read
+    snapshot = iceberg_snapshot(tmp_path / "input-lake", "claims", (
+        table_rows.take(pa.array(part)) for part in np.array_split(np.arange(len(claims)), files)), later)
     selected = claims[claims["region"] == "eu"].drop(columns=["region"])
     selected.to_csv(tmp_path / "selected.csv", index=False)
     with make_engine("local") as engine:
         from_file = release_on_engine(engine, conformance_config(tmp_path / "selected.csv", tmp_path / "file-lake"),
                                       "sources-1")
-    from_table = _release(engine_name, spark_session, tmp_path, {
-        "table": "db.claims", "lake": str(tmp_path / "input-lake"), "snapshot_id": snapshot,
-        "row_filter": "region = 'eu'"})
+    from_table = _release(engine_name, spark_session, tmp_path,
+                          iceberg_source("db.claims", str(tmp_path / "input-lake"), snapshot, "region = 'eu'"))
     assert 0 < len(from_table["rows"])
     assert_same_release(from_file, from_table)
-    full = _release("local", None, tmp_path / "unfiltered", {
-        "table": "db.claims", "lake": str(tmp_path / "input-lake"), "snapshot_id": snapshot})
+    full = _release("local", None, tmp_path / "unfiltered",
+                    iceberg_source("db.claims", str(tmp_path / "input-lake"), snapshot))
     assert full["figures"] != from_table["figures"], "the row filter selects rows"
 
 

@@ -12,15 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engines import make_engine
 from pipelines.filter.pipeline import run_filter_release, train_encoder
 from pipelines.platform.config import load_config
-from pipelines.platform.lake import Lake
+from tests.e2e import sources_conformance as conformance
 from tests.e2e.test_filter_release import SECRET_HEX, filter_case, people
 
 ENGINES = [
@@ -47,39 +45,23 @@ def case(directory: Path, source: dict) -> Path:
 
 
 def release(config_path: Path, engine_name: str, spark_session: object = None) -> tuple[dict, pd.DataFrame]:
-    config = load_config(config_path)
-    train_encoder(config)  # keyed: the same encoder in every lake
-    engine = make_engine("spark", spark_session=spark_session) if engine_name == "spark" else make_engine(engine_name)
-    with engine:
-        outcome = run_filter_release(config, release_id="filter-1", engine=engine)
-    rows = Lake(config_path.parent / "lake").read_release("filter-1").to_pandas()
-    return {**outcome.manifest, **outcome.internal}, rows.sort_values("record", ignore_index=True)
+    found, rows = conformance.release_rows(run_filter_release, config_path, engine_name, spark_session, "filter-1",
+                                           before=train_encoder)  # keyed: the same encoder in every lake
+    return found, rows.sort_values("record", ignore_index=True)
 
 
 def assert_same_release(found: tuple[dict, pd.DataFrame], expected: tuple[dict, pd.DataFrame]) -> None:
-    pd.testing.assert_frame_equal(found[1], expected[1], check_exact=True)
-    for key in ("rows", "epsilon", "delta", "epsilon_rdp", "model_artifact_id", "input_rows", "clipped_values",
-                "evaluation"):
-        assert found[0][key] == expected[0][key], key
+    conformance.assert_same_release(found, expected, ("rows", "epsilon", "delta", "epsilon_rdp", "model_artifact_id",
+                                                      "input_rows", "clipped_values", "evaluation"))
     assert [c["records"] for c in found[0]["choices"]] == [c["records"] for c in expected[0]["choices"]]
 
 
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_a_shuffled_partitioned_folder_gives_the_release_of_one_file(tmp_path: Path, engine_name: str,
                                                                      request: pytest.FixtureRequest) -> None:
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
-    records = people(700, seed=31)
-    pieces = []
-    for choice in sorted(records["choice"].unique()):
-        chosen = records[records["choice"] == choice].drop(columns=["choice"])
-        for number, part in enumerate(np.array_split(np.arange(len(chosen)), 3)):
-            pieces.append((f"choice={choice}/part-{number}.parquet", chosen.iloc[part]))
+    spark = conformance.spark_for(request, engine_name)
     folder = tmp_path / "folder"
-    for index in np.random.default_rng(2).permutation(len(pieces)):
-        name, frame = pieces[index]
-        (folder / "records" / name).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "records" / name)
-    ordered = pd.concat([frame.assign(choice=name.split("/")[0].split("=")[1]) for name, frame in sorted(pieces)])
+    ordered = conformance.partitioned_by(people(700, seed=31), folder / "records", "choice", np.random.default_rng(2))
     (tmp_path / "file").mkdir()
     ordered.to_csv(tmp_path / "file" / "ordered.csv", index=False)
     expected = release(case(tmp_path / "file", {"path": "ordered.csv"}), engine_name, spark)
@@ -97,12 +79,9 @@ def test_a_shuffled_partitioned_folder_gives_the_release_of_one_file(tmp_path: P
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_a_glob_of_headerless_csv_files_gives_the_release_of_one_file(tmp_path: Path, engine_name: str,
                                                                       request: pytest.FixtureRequest) -> None:
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
+    spark = conformance.spark_for(request, engine_name)
     text = people(650, seed=32).to_csv(index=False, header=False).replace(",", ", ")
-    lines = text.splitlines(keepends=True)
-    (tmp_path / "glob" / "parts").mkdir(parents=True)
-    for number, start in enumerate(range(0, len(lines), 200)):
-        (tmp_path / "glob" / "parts" / f"rows-{number}.csv").write_text("".join(lines[start:start + 200]))
+    conformance.text_parts(tmp_path / "glob" / "parts", text, 200, decoy=False)
     (tmp_path / "file").mkdir()
     (tmp_path / "file" / "rows.csv").write_text(text)
     source = {"header": False, "columns": COLUMNS}
@@ -116,28 +95,12 @@ def test_a_glob_of_headerless_csv_files_gives_the_release_of_one_file(tmp_path: 
 def test_an_iceberg_snapshot_with_a_row_filter_gives_the_release_of_those_records(
     tmp_path: Path, engine_name: str, request: pytest.FixtureRequest
 ) -> None:
-    from pipelines.platform.sources import list_fragments, read_fragment
-    from schemas.sources import SourceSpec
-
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
+    spark = conformance.spark_for(request, engine_name)
     rows = pa.Table.from_pandas(people(1500, seed=33), preserve_index=False)
-    (tmp_path / "table").mkdir()
-    with Lake(tmp_path / "table" / "input-lake") as lake:
-        lake.catalog.create_namespace("db")
-        table = lake.catalog.create_table("db.people", schema=rows.schema)
-        table.append(rows.slice(0, 600))
-        table.append(rows.slice(600, 600))
-        snapshot = table.current_snapshot().snapshot_id
-        table.append(rows.slice(1200))  # after the snapshot: not read
-    spec = SourceSpec(table="db.people", lake=tmp_path / "table" / "input-lake", snapshot_id=snapshot,
-                      row_filter="colour = 'blue'")
-    selected = pa.concat_tables([read_fragment(fragment) for fragment in list_fragments(spec)]).to_pandas()
+    source, selected, _ = conformance.filtered_snapshot(tmp_path, rows, 600, "colour = 'blue'")
     assert 300 < len(selected) < 1200 and set(selected["colour"]) == {"blue"}
-    (tmp_path / "file").mkdir()
-    selected.drop(columns=["ROW_ID"]).to_parquet(tmp_path / "file" / "records.parquet", index=False)
     expected = release(case(tmp_path / "file", {"path": "records.parquet"}), engine_name, spark)
-    found = release(case(tmp_path / "table", {"table": "db.people", "lake": "input-lake", "snapshot_id": snapshot,
-                                              "row_filter": "colour = 'blue'"}), engine_name, spark)
+    found = release(case(tmp_path / "table", source), engine_name, spark)
     assert found[0]["input_rows"] == len(selected)
     assert_same_release(found, expected)
 

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engines import make_engine
 from pipelines.ldp.pipeline import run_ldp_release
 from pipelines.ldp.simulation import simulate_ldp_reports, simulation_catalog
 from pipelines.platform.config import load_config
 from pipelines.platform.lake import Lake
 from pipelines.platform.release import ReleaseOutcome
 from schemas.manifest import missing_manifest_keys
+from tests.e2e.sources_conformance import engine_for, iceberg_snapshot, iceberg_source, shuffled_partitions
 from tests.lake_setup import prepare_for
 from transforms.core.keyed_randomness import secret_from_hex
 from transforms.ldp.distribution_metrics import earth_movers_distance_line
@@ -82,10 +82,6 @@ MIXED = [
 RAPPOR = [{"type": "rappor", "epsilon": [0.5, 4.0], "count": 4}]
 
 
-def engine_for(name: str, spark_session):
-    return make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
-
-
 def simulated_release(tmp_path: Path, mechanisms: list[dict], method: str, engine_name: str, spark_session,
                       release_id: str = "ldp-1") -> tuple[ReleaseOutcome, pd.DataFrame, Path]:
     config_path = ldp_config(tmp_path, mechanisms, method=method)
@@ -134,13 +130,7 @@ def partitioned_release(engine_releases: dict, case: str, directory: Path, engin
     """The single-file case's reports shuffled into ``files`` hive partitions (``day=.../``), released."""
     _, _, config_path = engine_releases[case, "local"]
     document = yaml.safe_load(config_path.read_text())
-    reports = pd.read_parquet(document["input"]["path"])
-    folder = directory / "reports"
-    order = np.random.default_rng(files).permutation(len(reports))
-    for index, part in enumerate(np.array_split(order, files)):
-        (folder / f"day=2026-12-{index + 1:02d}").mkdir(parents=True)
-        reports.iloc[part].to_parquet(folder / f"day=2026-12-{index + 1:02d}" / "part-00000.parquet", index=False)
-    (folder / "_SUCCESS").write_text("")
+    folder = shuffled_partitions(pd.read_parquet(document["input"]["path"]), directory / "reports", files)
     document["input"]["path"] = str(folder / "day=*" / "*.parquet") if glob else str(folder)
     document["input"].pop("format")
     document["lake"] = str(directory / "lake")
@@ -328,13 +318,8 @@ def test_an_iceberg_table_snapshot_with_a_row_filter_gives_the_release_of_those_
                          "region": rng.choice(["eu", "us"], rows).tolist()})
 
     first_batch, second_batch = reports(0, 700), reports(700, 300)
-    with Lake(tmp_path / "input-lake") as lake:
-        lake.catalog.create_namespace("db")
-        table = lake.catalog.create_table("db.reports", schema=first_batch.schema)
-        table.append(first_batch.slice(0, 400))
-        table.append(first_batch.slice(400))
-        snapshot = table.current_snapshot().snapshot_id
-        table.append(second_batch)  # after the snapshot: not read
+    snapshot = iceberg_snapshot(tmp_path / "input-lake", "reports", [first_batch.slice(0, 400), first_batch.slice(400)],
+                                second_batch)
     selected = first_batch.filter(pa.compute.equal(first_batch["region"], "eu")).to_pandas()
     selected.to_parquet(tmp_path / "selected.parquet", index=False)
 
@@ -346,8 +331,7 @@ def test_an_iceberg_table_snapshot_with_a_row_filter_gives_the_release_of_those_
         assert main(["run", str(tmp_path / f"{name}.yaml"), "--release-id", f"{name}-1"]) == 0, capsys.readouterr().err
         return Lake(tmp_path / "lake").manifest(f"{name}-1")
 
-    from_table = release("table", {"table": "db.reports", "lake": "input-lake", "snapshot_id": snapshot,
-                                   "row_filter": "region = 'eu'"})
+    from_table = release("table", iceberg_source("db.reports", "input-lake", snapshot, "region = 'eu'"))
     from_file = release("file", {"path": "selected.parquet"})
     assert from_table["n"] == from_file["n"] == len(selected)
     for key in ("mechanism_mix", "iterations", "final_change"):

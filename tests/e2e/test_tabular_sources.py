@@ -11,15 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engines import make_engine
-from pipelines.platform.config import load_config
-from pipelines.platform.lake import Lake
 from pipelines.tabular.pipeline import run_tabular_release
+from tests.e2e import sources_conformance as conformance
 from tests.e2e.test_tabular_release import SCHEMA, SECRET_HEX, census_like
 from tests.lake_setup import prepare_for
 
@@ -58,49 +55,25 @@ def write_config(directory: Path, source: dict, omega: object = 4, evaluation: b
 
 
 def release(config_path: Path, engine_name: str, spark_session: object = None) -> tuple[dict, pd.DataFrame]:
-    config = load_config(config_path)
-    engine = make_engine("spark", spark_session=spark_session) if engine_name == "spark" else make_engine(engine_name)
-    with engine:
-        outcome = run_tabular_release(config, release_id="tab-1", engine=engine)
-    rows = Lake(config_path.parent / "lake").read_release("tab-1").to_pandas()
-    return {**outcome.manifest, **outcome.internal}, rows
+    return conformance.release_rows(run_tabular_release, config_path, engine_name, spark_session, "tab-1")
 
 
 def assert_same_release(found: tuple[dict, pd.DataFrame], expected: tuple[dict, pd.DataFrame]) -> None:
-    pd.testing.assert_frame_equal(found[1], expected[1], check_exact=True)  # same rows in the same order
-    for key in (*RELEASE_KEYS, *INTERNAL_KEYS):
-        assert found[0][key] == expected[0][key], key
-
-
-def partitioned_folder(root: Path, records: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-    """``records`` as Parquet under ``married=<value>/part-NN.parquet`` (several files per value, written
-    in a shuffled order); returns the records in the folder's canonical order (paths sorted, rows in
-    file order), with ``married`` last as the reader puts a partition column."""
-    pieces = []
-    for value in sorted(records["married"].unique()):
-        chosen = records[records["married"] == value].drop(columns=["married"])
-        for number, part in enumerate(np.array_split(np.arange(len(chosen)), 3)):
-            pieces.append((root / f"married={value}" / f"part-{number:02d}.parquet", chosen.iloc[part]))
-    for index in rng.permutation(len(pieces)):
-        path, frame = pieces[index]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-    (root / "_SUCCESS").write_text("")
-    ordered = pd.concat([frame for _, frame in sorted(pieces, key=lambda item: str(item[0]))])
-    ordered["married"] = [path.parent.name.split("=")[1] for path, frame in sorted(pieces, key=lambda i: str(i[0]))
-                          for _ in range(len(frame))]
-    return ordered.reset_index(drop=True)
+    conformance.assert_same_release(found, expected, (*RELEASE_KEYS, *INTERNAL_KEYS))
 
 
 @pytest.mark.parametrize("engine_name", ENGINES)
 def test_a_shuffled_partitioned_folder_gives_the_release_of_one_file_in_row_id_order(
     tmp_path: Path, engine_name: str, request: pytest.FixtureRequest
 ) -> None:
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
+    spark = conformance.spark_for(request, engine_name)
     records = census_like(1200, seed=21)
+    # partitioned by a public column (no attribute may pick or order the records: docs/PRIVACY.md, "Input selection")
+    records["batch"] = np.random.default_rng(5).choice(["b1", "b2", "b3"], len(records))
     (tmp_path / "folder").mkdir()
-    ordered = partitioned_folder(tmp_path / "folder" / "records", records, np.random.default_rng(4))
+    ordered = conformance.partitioned_by(records, tmp_path / "folder" / "records", "batch", np.random.default_rng(4))
     (tmp_path / "file").mkdir()
+    ordered = ordered.drop(columns=["batch"])
     ordered.to_csv(tmp_path / "file" / "records.csv", index=False)
     expected = release(write_config(tmp_path / "file", {"path": "records.csv"}, evaluation=True), engine_name, spark)
     found = release(write_config(tmp_path / "folder", {"path": "records"}, evaluation=True), engine_name, spark)
@@ -118,14 +91,10 @@ def test_a_shuffled_partitioned_folder_gives_the_release_of_one_file_in_row_id_o
 def test_a_glob_of_headerless_csv_files_gives_the_release_of_one_file(
     tmp_path: Path, engine_name: str, request: pytest.FixtureRequest
 ) -> None:
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
+    spark = conformance.spark_for(request, engine_name)
     records = census_like(1100, seed=22)
     text = records.to_csv(index=False, header=False).replace(",", ", ")  # Adult's ", " separators
-    lines = text.splitlines(keepends=True)
-    (tmp_path / "glob" / "parts").mkdir(parents=True)
-    for number, start in enumerate(range(0, len(lines), 250)):
-        (tmp_path / "glob" / "parts" / f"rows-{number}.csv").write_text("".join(lines[start:start + 250]))
-    (tmp_path / "glob" / "parts" / "notes.txt").write_text("not matched by the glob\n")
+    conformance.text_parts(tmp_path / "glob" / "parts", text, 250)
     (tmp_path / "file").mkdir()
     (tmp_path / "file" / "records.csv").write_text(text)
     expected = release(write_config(tmp_path / "file", {"path": "records.csv", "header": False}, omega="all"),
@@ -140,32 +109,17 @@ def test_a_glob_of_headerless_csv_files_gives_the_release_of_one_file(
 def test_an_iceberg_snapshot_with_a_row_filter_gives_the_release_of_those_records(
     tmp_path: Path, engine_name: str, request: pytest.FixtureRequest
 ) -> None:
-    from pipelines.platform.sources import list_fragments, read_fragment
-    from schemas.sources import SourceSpec
-
-    spark = request.getfixturevalue("spark_session") if engine_name == "spark" else None
-    table_rows = pa.Table.from_pandas(census_like(2400, seed=23), preserve_index=False)
-    (tmp_path / "table").mkdir()
-    with Lake(tmp_path / "table" / "input-lake") as lake:
-        lake.catalog.create_namespace("db")
-        table = lake.catalog.create_table("db.people", schema=table_rows.schema)
-        table.append(table_rows.slice(0, 1000))
-        table.append(table_rows.slice(1000, 1000))
-        snapshot = table.current_snapshot().snapshot_id
-        table.append(table_rows.slice(2000))  # after the snapshot: not read
-    spec = SourceSpec(table="db.people", lake=tmp_path / "table" / "input-lake", snapshot_id=snapshot,
-                      row_filter="sex = 'F'")
-    fragments = list_fragments(spec)
-    assert len(fragments) == 2
-    selected = pa.concat_tables([read_fragment(fragment) for fragment in fragments]).to_pandas()
-    assert 500 < len(selected) < 2000 and set(selected["sex"]) == {"F"}
-    (tmp_path / "file").mkdir()
-    selected.drop(columns=["ROW_ID"]).to_parquet(tmp_path / "file" / "records.parquet", index=False)
+    spark = conformance.spark_for(request, engine_name)
+    records = census_like(2400, seed=23)
+    records["region"] = np.random.default_rng(6).choice(["eu", "us"], len(records))  # public: not an attribute
+    table_rows = pa.Table.from_pandas(records, preserve_index=False)
+    source, selected, fragments = conformance.filtered_snapshot(tmp_path, table_rows, 1000, "region = 'eu'")
+    assert fragments == 2
+    assert 500 < len(selected) < 2000 and set(selected["region"]) == {"eu"}
+    selected.drop(columns=["region"]).to_parquet(tmp_path / "file" / "records.parquet", index=False)
     schema = yaml.safe_load(yaml.safe_dump(SCHEMA))
     expected = release(write_config(tmp_path / "file", {"path": "records.parquet"}), engine_name, spark)
-    found = release(write_config(tmp_path / "table", {"table": "db.people", "lake": "input-lake",
-                                                      "snapshot_id": snapshot, "row_filter": "sex = 'F'"}),
-                    engine_name, spark)
+    found = release(write_config(tmp_path / "table", source), engine_name, spark)
     assert found[0]["input_rows"] == len(selected) and schema == SCHEMA
     assert_same_release(found, expected)
 
