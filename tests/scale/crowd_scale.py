@@ -20,7 +20,14 @@ import sys
 import time
 from pathlib import Path
 
-from tests.scale.harness import child_main, peak_memory, start_child, timed_release
+from tests.scale.harness import (
+    child_main,
+    peak_memory,
+    start_child,
+    timed_release,
+    write_config,
+    write_partition,
+)
 
 CLAIMS_PER_OBJECT = 20
 SOURCES = 400
@@ -31,10 +38,7 @@ def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale
     """The claims and a config (its path returned) under ``folder``."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    import yaml
 
-    from tests.lake_setup import prepare_lake
 
     rng = np.random.default_rng(15)
     claims = folder / "claims"
@@ -49,9 +53,7 @@ def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale
             "source_id": pa.array(source_ids),
             "value": pa.array(np.round(truth + rng.normal(0.0, 3.0, rows), 2)),
         })
-        part = claims / f"day={index:04d}"
-        part.mkdir(parents=True)
-        pq.write_table(table, part / "part-00000.parquet")
+        write_partition(claims, "day", index, table)
     config = {
         "kind": "crowd", "dataset": dataset, "lake": str(folder / "lake"),
         "input": {"path": "claims"},
@@ -60,10 +62,7 @@ def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale
         "synthesis": {"claims_per_object": 2, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
         "weights": {"method": "uniform"},
     }
-    path = folder / "crowd.yaml"
-    path.write_text(yaml.safe_dump(config))
-    prepare_lake(folder / "lake", dataset)
-    return path
+    return write_config(folder, config)
 
 
 def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> dict:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
-from tests.scale.harness import child_main, start_child, timed_release
+from tests.scale.harness import child_main, release_figures, start_child, write_config, write_partition
 
 SECRET_HEX = "5ca1ab1e" * 8
 FEATURES = {"features": [
@@ -49,18 +48,14 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
     import numpy as np
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.parquet as pq
     import yaml
 
     from pipelines.filter.pipeline import train_encoder, train_filters
     from pipelines.platform.config import load_config
-    from tests.lake_setup import prepare_lake
 
     rng = np.random.default_rng(15)
     for index, start in enumerate(range(0, n, rows_per_file)):
-        part = folder / "records" / f"batch={index:04d}"
-        part.mkdir(parents=True)
-        pq.write_table(pa.table(_people(min(rows_per_file, n - start), rng)), part / "part-00000.parquet")
+        write_partition(folder / "records", "batch", index, pa.table(_people(min(rows_per_file, n - start), rng)))
     pd.DataFrame(_people(2000, rng)).to_csv(folder / "training.csv", index=False)
     (folder / "features.yaml").write_text(yaml.safe_dump(FEATURES))
     config = {
@@ -76,9 +71,7 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
         "filters": {"artifact": "latest"},
         "evaluation": {"enabled": False},
     }
-    path = folder / "filter.yaml"
-    path.write_text(yaml.safe_dump(config))
-    prepare_lake(folder / "lake", dataset)
+    path = write_config(folder, config)
     os.environ.setdefault("PRIVLAKE_TEST_SECRET", SECRET_HEX)
     loaded = load_config(path)
     train_encoder(loaded)
@@ -91,8 +84,7 @@ def measure(config_path: Path, engine_name: str, traced: bool) -> dict:
     start_child(SECRET_HEX)
     from pipelines.filter.pipeline import run_filter_release
 
-    outcome, figures = timed_release(run_filter_release, config_path, engine_name, f"scale-{time.time_ns()}", traced)
-    return {"n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"], "status": outcome.status, **figures}
+    return release_figures(run_filter_release, config_path, engine_name, traced)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ Parent side (the ``test_*_driver_memory.py`` modules):
   prints the figures, checks each summary and that at 10^7 the driver's peak stays within 1.2x of
   its value at 10^6, and under 1 GiB.
 
-Child side (the ``<kind>_scale.py`` modules, run with ``python -m``): :func:`start_child` (the
-gate's worker, as ``privlake run`` starts it), :func:`peak_memory` (the traced figures of a block),
-:func:`timed_release` (one release on a named engine, timed and optionally traced) and
-:func:`child_main` (the command line).
+Child side (the ``<kind>_scale.py`` modules, run with ``python -m``): :func:`write_partition` and
+:func:`write_config` (a generated input's files, its config and its test lake), :func:`start_child` (the gate's worker, as ``privlake
+run`` starts it), :func:`peak_memory` (the traced figures of a block), :func:`timed_release` (one
+release on a named engine, timed and optionally traced), :func:`release_figures` (its input rows,
+released rows and status with them) and :func:`child_main` (the command line).
 """
 
 from __future__ import annotations
@@ -125,6 +126,28 @@ def assert_flat_driver_memory(kind: str, inputs: dict[int, Path], engine: str,
 # ----------------------------------------------------------------------------- child side
 
 
+def write_partition(root: Path, key: str, index: int, table: Any) -> None:
+    """``table`` (Arrow) as the hive partition ``root/<key>=<index, 4 digits>/part-00000.parquet``."""
+    import pyarrow.parquet as pq
+
+    part = root / f"{key}={index:04d}"
+    part.mkdir(parents=True)
+    pq.write_table(table, part / "part-00000.parquet")
+
+
+def write_config(folder: Path, config: dict) -> Path:
+    """``config`` as ``folder/<kind>.yaml`` (its path returned), its lake (``config["lake"]``) a
+    test lake with a budget for ``config["dataset"]``."""
+    import yaml
+
+    from tests.lake_setup import prepare_lake
+
+    path = folder / f"{config['kind']}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    prepare_lake(Path(config["lake"]), config["dataset"])
+    return path
+
+
 def start_child(test_secret: str | None = None) -> None:
     """The gate's worker started, as ``privlake run`` does (GX runs in its own process), and
     ``test_secret`` as ``PRIVLAKE_TEST_SECRET`` unless one is set."""
@@ -170,6 +193,13 @@ def timed_release(run: Callable[..., Any], config_path: Path, engine_name: str, 
             outcome = run(config, release_id=release_id, engine=engine)
             figures["seconds"] = time.perf_counter() - start
     return outcome, figures
+
+
+def release_figures(run: Callable[..., Any], config_path: Path, engine_name: str, traced: bool) -> dict:
+    """:func:`timed_release` (a new release id) with the input rows (``n``), the released rows and the
+    status (a kind whose operator record has ``input_rows``)."""
+    outcome, figures = timed_release(run, config_path, engine_name, f"scale-{time.time_ns()}", traced)
+    return {"n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"], "status": outcome.status, **figures}
 
 
 def child_main(measure: Callable[[Path, str, Any], dict], arguments: list[str], bucket_bytes: bool = False) -> None:

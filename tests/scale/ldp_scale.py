@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.scale.harness import child_main, start_child, timed_release
+from tests.scale.harness import child_main, start_child, timed_release, write_config, write_partition
 
 CATALOG = {
     "krr_low": {"type": "krr", "epsilon": 0.5, "input_size": 16},
@@ -34,10 +34,6 @@ def write_reports(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
     """The reports, the catalog and a config (its path returned) under ``folder``."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
-    import yaml
-
-    from tests.lake_setup import prepare_lake
 
     rng = np.random.default_rng(15)
     names = pa.array(sorted(CATALOG), pa.string())
@@ -50,9 +46,7 @@ def write_reports(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
                                                         names),
             "report": pa.array(rng.integers(0, 16, rows, dtype=np.int64)),
         })
-        part = reports / f"day={index:04d}"
-        part.mkdir(parents=True)
-        pq.write_table(table, part / "part-00000.parquet")
+        write_partition(reports, "day", index, table)
     (folder / "catalog.json").write_text(json.dumps(CATALOG))
     config = {
         "kind": "ldp", "dataset": dataset, "lake": str(folder / "lake"),
@@ -60,10 +54,7 @@ def write_reports(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
         "secrets": {"layout": "line", "values": 16},
         "estimator": {"method": "gibu"},
     }
-    path = folder / "ldp.yaml"
-    path.write_text(yaml.safe_dump(config))
-    prepare_lake(folder / "lake", dataset)
-    return path
+    return write_config(folder, config)
 
 
 def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> dict:

@@ -16,10 +16,9 @@ during the release.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
-from tests.scale.harness import child_main, start_child, timed_release
+from tests.scale.harness import child_main, release_figures, start_child, write_config, write_partition
 
 SCHEMA = {
     "attributes": [
@@ -39,10 +38,8 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
     """The records, the schema and a config (its path returned) under ``folder``."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
     import yaml
 
-    from tests.lake_setup import prepare_lake
 
     rng = np.random.default_rng(15)
     records = folder / "records"
@@ -63,9 +60,7 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
             "married": labels(["no", "yes", "widowed"], np.where(age > 70, 2, (rng.random(rows) < 0.5).astype(int))),
             "label": labels(["low", "high"], (income + rng.normal(0, 15000, rows) > 40000).astype(int)),
         })
-        part = records / f"batch={index:04d}"
-        part.mkdir(parents=True)
-        pq.write_table(table, part / "part-00000.parquet")
+        write_partition(records, "batch", index, table)
     (folder / "schema.yaml").write_text(yaml.safe_dump(SCHEMA))
     config = {
         "kind": "tabular", "dataset": dataset, "lake": str(folder / "lake"),
@@ -74,10 +69,7 @@ def write_records(folder: Path, n: int, rows_per_file: int, dataset: str = "scal
         "model": {"max_degree": 2, "complexity_cap": 256},
         "synthesis": {"records": RELEASED},
     }
-    path = folder / "tabular.yaml"
-    path.write_text(yaml.safe_dump(config))
-    prepare_lake(folder / "lake", dataset)
-    return path
+    return write_config(folder, config)
 
 
 def measure(config_path: Path, engine_name: str, traced: bool) -> dict:
@@ -85,8 +77,7 @@ def measure(config_path: Path, engine_name: str, traced: bool) -> dict:
     start_child(TEST_SECRET)
     from pipelines.tabular.pipeline import run_tabular_release
 
-    outcome, figures = timed_release(run_tabular_release, config_path, engine_name, f"scale-{time.time_ns()}", traced)
-    return {"n": outcome.internal["input_rows"], "rows": outcome.manifest["rows"], "status": outcome.status, **figures}
+    return release_figures(run_tabular_release, config_path, engine_name, traced)
 
 
 if __name__ == "__main__":
