@@ -82,15 +82,17 @@ def generate(claims: int, directory: Path) -> Path:
     return path
 
 
-def config_for(path: Path, lake: Path, engine: str, spark_conf: dict[str, str], allow_unencrypted: bool) -> dict:
-    """The sample example's release config on ``path`` (budget, evaluation and engine replaced)."""
+def config_for(path: Path, lake: Path, engine: str, spark_conf: dict[str, str], allow_unencrypted: bool,
+               master: str = MASTER) -> dict:
+    """The sample example's release config on ``path`` (a file or a partitioned folder; budget,
+    evaluation and engine replaced)."""
     import yaml
 
     document = yaml.safe_load((ROOT / "examples" / "crowd_sample.yaml").read_text())
     document["privacy"].pop("budget", None)  # lake policy, set by the operator (prepare_lake)
     document.pop("evaluation", None)
     document["synthesis"]["claims_per_object"] = CLAIMS_PER_OBJECT_RELEASED
-    spark = {"master": MASTER, "conf": spark_conf, "allow_unencrypted": allow_unencrypted}
+    spark = {"master": master, "conf": spark_conf, "allow_unencrypted": allow_unencrypted}
     return {
         **document,
         "dataset": "bench",
@@ -124,8 +126,15 @@ def check_session(variant: str, protection: dict) -> dict:
     return {**found, "allow_unencrypted": protection.get("allow_unencrypted")}
 
 
+CLUSTER = "spark-cluster"
+"""A variant only ``benchmarks/crowd_scale_out.py`` runs: the release on the standalone cluster whose
+master URL ``PRIVLAKE_BENCH_MASTER`` names (started for the release, protected)."""
+MASTER_VARIABLE = "PRIVLAKE_BENCH_MASTER"
+
+
 def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
-    """Runs in the child process: one variant on one input, prints a JSON line."""
+    """Runs in the child process: one variant on one input (a file or a partitioned folder),
+    prints a JSON line."""
     import pandas as pd
 
     from pipelines.engines.spark import PROTECTION_SETTINGS
@@ -135,8 +144,9 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
     protected = not variant.endswith(UNPROTECTED)
     spark_conf = {} if protected else {name: "false" for name in PROTECTION_SETTINGS}
     engine_name = "spark" if variant.startswith("spark") else variant
+    master = os.environ[MASTER_VARIABLE] if variant == CLUSTER else MASTER
     config = CrowdConfig.model_validate(
-        config_for(path, lake, "local" if variant == "floor" else engine_name, spark_conf, not protected)
+        config_for(path, lake, "local" if variant == "floor" else engine_name, spark_conf, not protected, master)
     )
     protection: dict = {}
     if variant == "floor":  # the floor's imports outside the timed part: the mathematics alone
@@ -144,7 +154,7 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
         from transforms.crowd.release import synthesize_in_memory
     start = time.perf_counter()
     if variant == "floor":
-        claims = pd.read_parquet(path)
+        claims = pd.read_parquet(path, columns=["object_id", "source_id", "value"])
         parameters, bandwidth, weights = reference_settings(config, int(claims.groupby("object_id").size().max()))
         _, result = synthesize_in_memory(
             claims, parameters, secret=bytes.fromhex(SECRET_HEX), release_id="bench", bandwidth=bandwidth,
@@ -155,8 +165,10 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
         stated = None
     else:
         from pipelines.crowd.pipeline import CROWD_WORKER_MODULES, run_crowd_release
+        from pipelines.platform.validation import start_gate_worker
 
         os.environ["PRIVLAKE_TEST_SECRET"] = SECRET_HEX
+        start_gate_worker()  # as `privlake run` does: GX imports in its own process meanwhile
         prepare_lake(lake, workdir / f"key_{variant}_{path.stem}_{repeat}")
         engine = None
         if variant.startswith("spark-warm"):

@@ -179,13 +179,14 @@ def process_tree(root: int, table: dict[int, tuple[int, str, int, float]] | None
 
 
 class TreeSampler:
-    """Peak resident memory of a process tree — the whole tree, its root, the JVMs in it and the
-    other descendants (Python workers) — and the CPU seconds of every process seen in it, sampled
-    from ``/proc`` every ``interval`` seconds until ``stop``."""
+    """Peak resident memory of a process tree — the whole tree, its root, the JVMs in it, the
+    other descendants (Python workers) and all descendants together (the tree without its root) —
+    and the CPU seconds of every process seen in it, sampled from ``/proc`` every ``interval``
+    seconds until ``stop``."""
 
     def __init__(self, root: int, interval: float = 0.2):
         self.root, self.interval = root, interval
-        self.peak_total = self.peak_jvm = self.peak_workers = self.peak_root = 0
+        self.peak_total = self.peak_jvm = self.peak_workers = self.peak_root = self.peak_descendants = 0
         self.cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -205,12 +206,13 @@ class TreeSampler:
 
     def sample(self) -> None:
         table = process_table()
-        total = jvm = workers = 0
+        total = jvm = workers = root = 0
         for pid in process_tree(self.root, table):
             _, name, rss, cpu = table[pid]
             self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu)
             total += rss
             if pid == self.root:
+                root = rss
                 self.peak_root = max(self.peak_root, rss)
             elif name == "java":
                 jvm += rss
@@ -219,6 +221,7 @@ class TreeSampler:
         self.peak_total = max(self.peak_total, total)
         self.peak_jvm = max(self.peak_jvm, jvm)
         self.peak_workers = max(self.peak_workers, workers)
+        self.peak_descendants = max(self.peak_descendants, total - root)
 
 
 def run_json_child(command: Sequence[str], environment: Mapping[str, str] | None = None) -> tuple[Any, TreeSampler]:

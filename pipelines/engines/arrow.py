@@ -161,6 +161,12 @@ def sort_by_key(table: pa.Table, key: str) -> pa.Table:
     return table.take(order)
 
 
+def sort_by_columns(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """Rows ordered by ``columns`` in turn (each ascending, nulls first); a compact copy."""
+    order = pc.sort_indices(table, sort_keys=[(column, "ascending") for column in columns], null_placement="at_start")
+    return table.take(order)
+
+
 def key_partition_ids(column: pa.Array | pa.ChunkedArray, partitions: int) -> np.ndarray:
     """Partition of every row: CRC-32 of its key's ``canonical_key`` bytes, modulo ``partitions``.
 

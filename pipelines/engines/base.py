@@ -386,6 +386,17 @@ class Engine(ABC):
         """Parquet files in ``directory``, each holding whole groups of ``key`` sorted by ``key``."""
 
     @abstractmethod
+    def write_by_key(self, collection: Collection, key: str, order: Sequence[str], shards: int, directory: Path,
+                     schema: pa.Schema) -> list[Path]:
+        """Parquet files in ``directory`` whose layout is a function of the rows and ``shards``
+        alone, however the collection was partitioned or computed: a row goes to the shard of its
+        ``key`` (the engine's fixed hash of the key modulo ``shards``); a shard's file, named by the
+        shard's number, holds its rows sorted by ``key`` and then by ``order`` (columns that make the
+        order total within a key); an empty shard writes no file. What a published table is written
+        with: its files and row order must not carry how its rows were computed
+        (docs/PRIVACY.md, "The layout of a release")."""
+
+    @abstractmethod
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> Collection:
         """The rows of files written by ``write_groups``, clustered on ``key``, a partition per file."""
 

@@ -280,10 +280,10 @@ class _ShardByRow(beam.DoFn):
             yield shard, table.take(pa.array((ids == shard).nonzero()[0]))
 
 
-def _sorted_shard(tables: Iterable[pa.Table], key: str, schema: pa.Schema) -> pa.Table:
+def _sorted_shard(tables: Iterable[pa.Table], key: str, schema: pa.Schema, order: Sequence[str] = ()) -> pa.Table:
     pieces = [table for table in tables if table.num_rows]
     whole = pa.concat_tables(pieces) if pieces else arrow.empty_table(schema)
-    return arrow.sort_by_key(whole, key)
+    return arrow.sort_by_columns(whole, [key, *order]) if order else arrow.sort_by_key(whole, key)
 
 
 class _ClusterShard(beam.DoFn):
@@ -331,10 +331,12 @@ class _MapShardGroups(_SideUser):
 class _WriteShard(beam.DoFn):
     """(shard, batches) -> one Parquet file named by the shard (sorted by ``sort_key`` if given)."""
 
-    def __init__(self, directory: storage.Where, schema: pa.Schema, sort_key: str | None = None):
+    def __init__(self, directory: storage.Where, schema: pa.Schema, sort_key: str | None = None,
+                 order: Sequence[str] = ()):
         self.directory = directory
         self.schema = schema
         self.sort_key = sort_key
+        self.order = tuple(order)
 
     def process(self, shard_rows: tuple[int, Iterable[pa.Table]]) -> Iterator[str]:
         return forward_errors(self._written(shard_rows))
@@ -343,7 +345,7 @@ class _WriteShard(beam.DoFn):
         shard, tables = shard_rows
         pieces: Iterable[pa.Table] = tables
         if self.sort_key is not None:
-            pieces = _sorted_shard(tables, self.sort_key, self.schema).to_batches(arrow.READ_BATCH_ROWS)
+            pieces = _sorted_shard(tables, self.sort_key, self.schema, self.order).to_batches(arrow.READ_BATCH_ROWS)
         path = arrow.write_parquet_file(pieces, self.directory, arrow.part_file_name(shard), self.schema)
         if path is not None:
             yield path.name
@@ -611,6 +613,26 @@ class BeamEngine(Engine):
         target = Path(directory).resolve() if storage.is_local(directory) else directory
         storage.make_folder(target)
         return [target / name for name in sorted(self._run(source, self._shard_writer(target, schema, key)))]
+
+    def write_by_key(self, collection: Collection, key: str, order: Sequence[str], shards: int, directory: Path,
+                     schema: pa.Schema) -> list[Path]:
+        """Rows sharded by ``key`` (CRC-32 of its canonical bytes, as the local engine does) into
+        ``shards`` groups, each written sorted by ``key`` and ``order`` as one file."""
+        source = self._own(collection)
+        arrow.check_key(source.schema, key)
+        arrow.check_schema(schema)
+        target = Path(directory).resolve() if storage.is_local(directory) else directory
+        storage.make_folder(target)
+
+        def write(rows: beam.PCollection, label: str) -> beam.PCollection:
+            return (
+                rows
+                | f"{label} shard" >> beam.ParDo(_ShardByKey(key, shards))
+                | f"{label} group" >> beam.GroupByKey()
+                | f"{label} write" >> beam.ParDo(_WriteShard(target, schema, key, order))
+            )
+
+        return [target / name for name in sorted(self._run(source, write))]
 
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> BeamCollection:
         arrow.check_schema(schema)

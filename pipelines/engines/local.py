@@ -20,11 +20,13 @@ partition per task, as the local engine runs every other map; ``first_row`` and
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -237,6 +239,38 @@ class LocalEngine(Engine):
 
     def write_groups(self, collection: Collection, key: str, directory: Path, schema: pa.Schema) -> list[Path]:
         return self.write_parquet(self.cluster_by_key(collection, key), directory, schema)
+
+    def write_by_key(self, collection: Collection, key: str, order: Sequence[str], shards: int, directory: Path,
+                     schema: pa.Schema) -> list[Path]:
+        """One pass over the partitions spills each shard's rows to a local Arrow file, then each
+        shard is sorted and written in turn: this process holds one partition, then one shard."""
+        source = self._own(collection)
+        arrow.check_schema(schema)
+        arrow.check_key(source.schema, key)
+        written = []
+        with tempfile.TemporaryDirectory(prefix="privlake-shards-") as spill:
+            sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
+            try:
+                for partition in source.partitions:
+                    if not partition.num_rows:
+                        continue
+                    partition = arrow.conform_table(partition, source.schema)
+                    ids = arrow.key_partition_ids(partition.column(key), shards)
+                    for shard in np.unique(ids).tolist():
+                        if shard not in sinks:
+                            sink = pa.OSFile(str(Path(spill) / f"{shard}.arrow"), "wb")
+                            sinks[shard] = (sink, pa.ipc.new_stream(sink, source.schema))
+                        sinks[shard][1].write_table(partition.take(pa.array(np.flatnonzero(ids == shard))))
+            finally:
+                for sink, writer in sinks.values():
+                    writer.close()
+                    sink.close()
+            for shard in sorted(sinks):
+                with pa.OSFile(str(Path(spill) / f"{shard}.arrow")) as stored:
+                    rows = arrow.sort_by_columns(pa.ipc.open_stream(stored).read_all(), [key, *order])
+                written.append(arrow.write_parquet_file(rows.to_batches(arrow.READ_BATCH_ROWS), directory,
+                                                        arrow.part_file_name(shard), schema))
+        return sorted((path for path in written if path is not None), key=str)
 
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> LocalCollection:
         arrow.check_schema(schema)

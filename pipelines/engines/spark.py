@@ -60,6 +60,7 @@ import secrets
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ from pipelines.engines.base import (
 )
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
+EXECUTOR_WAIT_SECONDS = 30.0
+"""How long a session started on a standalone master waits for its first executor to size its shuffles."""
 DRIVER_MERGE_MAX_FILES = 64
 """``sum_by_key`` over at most this many ``read_groups`` files merges per-file partial sums on
 the driver instead of running Spark's aggregation (see ``_sum_by_key_on_workers``)."""
@@ -525,7 +528,27 @@ class SparkEngine(Engine):
             self.session, self._owns_session = self._start_session(
                 master, conf or {}, parallelism, allow_unencrypted, auth_secret_file
             )
+        if parallelism is None and session is None and self._owns_session and master.startswith("spark://") \
+                and "spark.sql.shuffle.partitions" not in (conf or {}) and submitted_settings() is None:
+            parallelism = self._standalone_parallelism()
         self.parallelism = parallelism or int(self.session.conf.get("spark.sql.shuffle.partitions"))
+
+    def _standalone_parallelism(self) -> int:
+        """Twice the cores of a standalone cluster's executors (Spark's own default, 200 shuffle
+        partitions, is a hundred tasks a core on a small cluster, each paying a Python worker's
+        overhead), once the executors have registered: the first, and no new one for a second
+        (waiting at most ``EXECUTOR_WAIT_SECONDS``); set as the session's shuffle partitions too."""
+        context = self.session.sparkContext
+        deadline = time.monotonic() + EXECUTOR_WAIT_SECONDS
+        seen, settled = 1, time.monotonic()  # the driver itself is one entry of the status
+        while time.monotonic() < deadline and (seen < 2 or time.monotonic() - settled < 1.0):
+            time.sleep(0.2)
+            registered = context._jsc.sc().getExecutorMemoryStatus().size()
+            if registered != seen:
+                seen, settled = registered, time.monotonic()
+        parallelism = max(2, 2 * int(context.defaultParallelism))
+        self.session.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+        return parallelism
 
     @staticmethod
     def _start_session(
@@ -968,6 +991,15 @@ class SparkEngine(Engine):
         if source.clustered_key != key:
             source = self._collection(source.schema, self._clustered_frame(source.frame, key), key)
         return self.write_parquet(source, directory, schema)
+
+    def write_by_key(self, collection: Collection, key: str, order: Sequence[str], shards: int, directory: Path,
+                     schema: pa.Schema) -> list[Path]:
+        """A hash shuffle on ``key`` into ``shards`` partitions (Spark's Murmur3, whatever the
+        collection's partitioning), each sorted by ``key`` and ``order``, a file per partition."""
+        source = self._own(collection)
+        arrow.check_key(source.schema, key)
+        frame = source.frame.repartition(shards, key).sortWithinPartitions(key, *order)
+        return self.write_parquet(self._collection(source.schema, frame), directory, schema)
 
     def read_groups(self, paths: Sequence[Path], key: str, schema: pa.Schema) -> SparkCollection:
         arrow.check_schema(schema)

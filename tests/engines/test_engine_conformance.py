@@ -488,6 +488,42 @@ def test_write_groups_files_hold_whole_sorted_groups_and_read_groups_maps_them_w
     assert engine.count(engine.read_groups([], "object_id", CLAIMS_SCHEMA)) == 0
 
 
+NUMBERED_SCHEMA = CLAIMS_SCHEMA.append(pa.field("row", pa.int64(), nullable=False))
+
+
+def unchanged(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    return frame
+
+
+def test_write_by_key_layout_is_a_function_of_the_rows_alone(
+    engine: Engine, claims: pd.DataFrame, tmp_path: Path
+) -> None:
+    """The same rows computed two ways — as given, and reversed then clustered on another key —
+    give the same files, row for row: each file one shard of the key, sorted by the key and then
+    ``order``. (Writing the partitions as they are, ``write_parquet``, fails this: its files follow
+    how the rows were computed.)"""
+    numbered = claims.assign(row=np.arange(len(claims), dtype=np.int64))
+    as_given = engine.from_pandas(numbered, NUMBERED_SCHEMA)
+    regrouped = engine.map_groups(engine.from_pandas(numbered.iloc[::-1], NUMBERED_SCHEMA), "source_id", unchanged,
+                                  NUMBERED_SCHEMA, keeps_groups=True)
+    first = engine.write_by_key(as_given, "object_id", ["row"], 3, tmp_path / "first", NUMBERED_SCHEMA)
+    second = engine.write_by_key(regrouped, "object_id", ["row"], 3, tmp_path / "second", NUMBERED_SCHEMA)
+    assert 2 <= len(first) <= 3 and [path.name for path in first] == [path.name for path in second]
+    assert sorted(path.name for path in (tmp_path / "first").iterdir()) == [path.name for path in first]
+    keys_per_file = []
+    for one, other in zip(first, second, strict=True):
+        table = pq.read_table(one)
+        assert table.schema == NUMBERED_SCHEMA and table.num_rows > 0
+        assert table.equals(pq.read_table(other)), f"{one.name} differs with the rows' partitioning"
+        keys = [key.encode() for key in table.column("object_id").to_pylist()]
+        ordered = list(zip(keys, table.column("row").to_pylist(), strict=True))
+        assert ordered == sorted(ordered), f"{one.name} is not sorted by object_id, then row"
+        keys_per_file.append(set(keys))
+    assert sum(len(keys) for keys in keys_per_file) == len(set().union(*keys_per_file)), "a key spans files"
+    read_back = pa.concat_tables([pq.read_table(path) for path in first]).to_pandas()
+    assert sorted(read_back["row"]) == list(range(NUMBER_OF_ROWS))
+
+
 def test_persist_and_unpersist_keep_the_rows(engine: Engine, claims: pd.DataFrame) -> None:
     scaled = engine.map_batches(
         engine.from_pandas(claims, CLAIMS_SCHEMA), scale_values, SCALED_SCHEMA, SCALE_SIDE
