@@ -161,6 +161,16 @@ def released_rows(frame: pd.DataFrame, side: Cut) -> pd.DataFrame:
     return frame.loc[inside, list(side.attribute_names)]
 
 
+RECORD_KEY = "record_key"
+
+
+def keyed_records(frame: pd.DataFrame, _side: Any) -> pd.DataFrame:
+    """Released records with a fixed hash of their values (pandas' row hash under its fixed key),
+    the key their release file is chosen by."""
+    keys = pd.util.hash_pandas_object(frame, index=False).to_numpy(np.uint64).view(np.int64)
+    return frame.assign(**{RECORD_KEY: keys})
+
+
 def batch_positions(frame: pd.DataFrame, side: int) -> pd.DataFrame:
     """The passing positions of batch ``side`` (to place the cut inside it)."""
     return frame.loc[frame["batch"].to_numpy(np.int64) == side, ["batch", "position"]]

@@ -66,12 +66,14 @@ from pipelines.tabular.blocks import (
     PART_PARAMETERS,
     PART_SEEDS,
     PART_STRUCTURE,
+    RECORD_KEY,
     Cut,
     SeedKeySide,
     SynthesisSide,
     TablePass,
     batch_positions,
     code_columns,
+    keyed_records,
     released_rows,
     seed_key_rows,
     synthesis_rows,
@@ -594,6 +596,23 @@ class CheckedOutput:
     tables: dict[tuple[int, ...], np.ndarray]
 
 
+RELEASE_FILE_RECORDS = 500_000
+"""Released records per file of the release, about (docs/PRIVACY.md, "The layout of a release")."""
+
+
+def write_release_files(engine: Engine, rounds: list[Path], out_schema: pa.Schema, released: int,
+                        folder: Path) -> list[Path]:
+    """The release's files from the synthesis rounds' files: records by a fixed hash of their
+    values into a file count set by the released record count, each file sorted by that hash and
+    the values — a function of the released records alone (the rounds' files follow how many
+    synthesis rounds ran, which follows the pass rate, operator-only)."""
+    keyed = out_schema.append(pa.field(RECORD_KEY, pa.int64(), nullable=False))
+    # read as group files so that the local engine streams them (nothing maps by groups here)
+    records = engine.read_groups_streaming(rounds, out_schema.names[0], out_schema)
+    return engine.write_by_key(engine.map_batches(records, keyed_records, keyed), RECORD_KEY, out_schema.names,
+                               max(1, -(-released // RELEASE_FILE_RECORDS)), folder, out_schema)
+
+
 def check_output_on_engine(engine: Engine, files: list[Path], schema: TabularSchema) -> CheckedOutput:
     """The released files read where they were written, one task each (``released_summary``):
     the output gate's metrics and the report's tables, summed on the engine."""
@@ -688,23 +707,25 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
     with timer.stage("synthesize"):
         result = _synthesize(engine, side, schema, timer)
     out_schema = output_schema(schema)
-    files: list[Path] = []
+    rounds: list[Path] = []
     with timer.stage("write staging"):
         for number, outcome in enumerate(result.rounds):
             released = engine.map_batches(outcome, released_rows, out_schema, side=result.cut)
-            files += engine.write_parquet(released, context.staging / "data" / f"round-{number}", out_schema)
+            rounds += engine.write_parquet(released, context.staging / "rounds" / f"round-{number}", out_schema)
             engine.unpersist(outcome)
     with timer.stage("validate output"):
-        checked_output = check_output_on_engine(engine, files, schema)
+        checked_output = check_output_on_engine(engine, rounds, schema)
         released_count = checked_output.rows
         output_validation = validate_tabular_output_metrics(checked_output.metrics, schema, result.passed)
+    with timer.stage("write staging"):
+        files = write_release_files(engine, rounds, out_schema, released_count, context.staging / "data")
     evaluation = {}
     if config.evaluation.holdout is not None and released_count:  # nothing released: nothing to evaluate
         with timer.stage("evaluate"):
             from pipelines.tabular.report import evaluation_report
 
             training, sampled_seeds = evaluation_sample(context, plan, prepared, checked, records, engine)
-            released_frame = released_sample(context, files, released_count, config.evaluation.sample_records)
+            released_frame = released_sample(context, rounds, released_count, config.evaluation.sample_records)
             evaluation = evaluation_report(config, schema, released_frame, training, sampled_seeds, secret, release_id)
             evaluation["input_records_read"] = int(len(training))
             evaluation["released_records_read"] = int(len(released_frame))
