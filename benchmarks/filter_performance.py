@@ -25,9 +25,12 @@ Bars of the issue: VAE training on Adult under 5 minutes; filter training per ch
    (``evaluation: {enabled: false}``: the evaluation retrains classifiers on a sample and is not
    part of privatizing) in its own child process: Spark ``local[2]`` (the engine is started first,
    as ``privlake run`` does — ``start_engine``: JVM plus a warm-up job importing the worker module —
-   timed apart, and passed in) and the local engine (in-process). Records/s of the internal
-   record's ``timings["privatize"]`` (engine read of the staged Parquet + ``map_batches`` + the
-   workers' Parquet writes) and of the whole ``run_filter_release`` call. The **floor**, in a third
+   timed apart, and passed in) and the local engine (in-process). The engine reads, checks,
+   encodes and stages the records (``timings["read input"]``: one ``map_fragments`` task per input
+   fragment, ``pipelines/filter/engine_input.py:read_filter_fragment``, writing the staged files),
+   then privatizes (``timings["privatize"]``: one ``map_fragments`` task per release file, a task
+   function of ``engine_input``: its staged records read, privatized and written). Records/s of the
+   privatize stage and of the whole ``run_filter_release`` call. The **floor**, in a third
    child on one thread: ``privatize_features`` + ``decode_features`` on the same records with the
    Spark release's filter (read from its internal record) and release id, in calls of the engines'
    250,000 rows; then the ladder up to what an engine worker runs: ``privatized_rows`` (the batch
@@ -38,15 +41,20 @@ Bars of the issue: VAE training on Adult under 5 minutes; filter training per ch
    sampling ``/proc`` every 0.2 s the peak RSS of the whole process tree (driver + JVM + Python
    workers), of the JVM, and of the Python workers together.
 
-Profile (Spark only): the release's staged Parquet files are kept (hard links) and, after the
-release, the same engine replays the privatize stage: (a) read + write without the batch function
-(the engine's IO, a JVM scan), (b) the stage as the pipeline runs it (``read_groups`` +
-``map_batches`` + ``write_parquet``: the workers read, privatize and write in one pass) with
-``privatized_rows`` wrapped in a timer that appends each call's wall and CPU seconds to a file (the
-worker-side compute), and two variants written here with the engine's Arrow helpers, kept for
-comparison (they were the what-ifs that led to (b)): (c) the batch function and the Parquet write
-fused in one ``mapInArrow`` fed by a JVM scan, (d) the workers reading row groups dealt round-robin. During each, the CPU seconds of the driver, the JVM, the Python
-workers (exited ones included, through their parents' reaped-children times) and of every other
+Profile (Spark only): the files the release staged (``read_input_on_engine``'s staged files, the
+current staging path: written by the engine's input tasks; the driver-side ``stage_records`` this
+profile once patched is no longer called) are kept (hard links), and, after the release, the same
+engine replays the privatize stage: (a) read + write without the batch function (the engine's IO,
+a JVM scan), (b) the stage as the pipeline runs it (the release's own ``map_fragments`` call, found
+by its result schema ``PRIVATIZED_FILES_SCHEMA``, its tasks' outputs redirected: each worker reads
+its staged records, privatizes and writes in one pass) with the batch function
+(``privatized_at_positions``: ``privatized_rows`` with each record's position) wrapped in a timer
+that appends each call's wall and CPU seconds to a file (the worker-side compute), and two variants
+written here with the engine's Arrow helpers, kept for comparison (what-ifs from an earlier
+design): (c) the batch function and the Parquet write fused in one ``mapInArrow`` fed by a JVM
+scan, (d) the workers reading row groups dealt round-robin. The release's own privatize stage is
+accounted the same way (its ``map_fragments`` call, collected). During each, the CPU seconds of
+the driver, the JVM, the Python workers (exited ones included, through their parents' reaped-children times) and of every other
 process on the machine are taken from ``/proc``. The fixed per-process costs (the first
 ``configure_deterministic_torch``, ``VaeArtifact.from_bytes``) are timed in the floor's fresh
 process; the output validation's Great Expectations suites are timed apart from reading the release.
@@ -221,11 +229,13 @@ def driver_memory() -> dict[str, float]:
 def measure_encoder(config_path: Path) -> dict[str, Any]:
     """In the child: ``train_encoder`` on the full training file, timed; the VAE fit alone too."""
     import pipelines.filter.pipeline as filter_pipeline
+    import transforms.filter.vae as vae
     from pipelines.platform.config import load_config
 
     config = load_config(config_path)
     inner: dict[str, float] = {}
-    filter_pipeline.train_vae = harness.accumulating(filter_pipeline.train_vae, inner, "train_vae")
+    # train_encoder imports train_vae from its module when it runs (torch: only training needs it)
+    vae.train_vae = harness.accumulating(vae.train_vae, inner, "train_vae")
     start = time.perf_counter()
     summary = filter_pipeline.train_encoder(config)
     wall = time.perf_counter() - start
@@ -270,14 +280,22 @@ def _worker_calls(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+UNTIMED = "_untimed_privatized_at_positions"
+
+
 def _timed_batch_function(calls_text: str) -> Callable:
-    """``privatized_rows`` with each call's wall and CPU seconds appended to ``calls_text`` (run on
-    the workers)."""
-    from pipelines.filter.blocks import privatized_rows
+    """``privatized_at_positions`` (``privatized_rows`` on staged records, ``record`` turned from the
+    staged ``ROW_ID`` into the record's position) with each call's wall and CPU seconds appended to
+    ``calls_text`` (run on the workers). The function is looked up when called (the untimed one,
+    :data:`UNTIMED`, once :func:`_timed_privatize_task` has put a timed one in its place in the
+    worker's module), so that a reused worker never times a timed function."""
 
     def timed_rows(batch: Any, value: Any) -> Any:
+        from pipelines.filter import engine_input
+
+        privatized_at_positions = getattr(engine_input, UNTIMED, engine_input.privatized_at_positions)
         begin, cpu_begin = time.perf_counter(), time.process_time()
-        output = privatized_rows(batch, value)
+        output = privatized_at_positions(batch, value)
         record = {"pid": os.getpid(), "rows": len(batch), "seconds": time.perf_counter() - begin,
                   "cpu_seconds": time.process_time() - cpu_begin}
         with open(calls_text, "a") as handle:
@@ -356,18 +374,38 @@ def fused_map_and_write(engine: Any, staged: list[Path], schema: Any, side: Any,
         handle.destroy()
 
 
-def replay_privatize_stage(engine: Any, staged: list[Path], side: Any, spec: Any, out_schema: Any,
+def _timed_privatize_task(task_function: Callable, calls_text: str) -> Callable:
+    """The pipeline's privatize task (``task_function``, from ``pipelines/filter/engine_input.py``)
+    with its batch function timed (:func:`_timed_batch_function`): the worker's module gets the timed
+    function in place of ``privatized_at_positions``, then runs the task as the release does."""
+    timed_rows = _timed_batch_function(calls_text)
+
+    def privatize(task: Any, side: Any) -> Any:
+        from pipelines.filter import engine_input
+
+        if not hasattr(engine_input, UNTIMED):
+            setattr(engine_input, UNTIMED, engine_input.privatized_at_positions)
+        engine_input.privatized_at_positions = timed_rows
+        return task_function(task, side)
+
+    return privatize
+
+
+def replay_privatize_stage(engine: Any, staged: list[Path], stage: dict[str, Any], spec: Any, out_schema: Any,
                            folder: Path) -> dict[str, Any]:
-    """After the release, on the same engine and its staged files: the privatize stage's IO alone
-    (JVM scan and write); the stage again as the pipeline runs it (``read_groups``: the workers
-    read the files, privatize and write in one pass) with the batch function timed on the
-    workers; and two hand-written variants (``fused_map_and_write``) kept for comparison: the
-    fused pass fed by a JVM scan, and the workers reading row groups dealt round-robin."""
+    """After the release, on the same engine and its staged files (``staged``: copies; ``stage``:
+    the release's own privatize call, its tasks, task function and side, with its staged files
+    linked back where its tasks read them): the privatize stage's IO alone (JVM scan and write);
+    the stage again as the pipeline ran it (the same ``map_fragments`` call, each task's output
+    redirected) with the batch function timed on the workers; and two hand-written variants
+    (``fused_map_and_write``) kept for comparison: the fused pass fed by a JVM scan, and the workers
+    reading row groups dealt round-robin."""
     from pipelines.filter.blocks import staged_schema
-    from schemas.filter.expectations import FILTER_RECORD_COLUMN
 
     schema = staged_schema(spec)
-    result: dict[str, Any] = {"staged_files": len(staged), "staged_columns": len(schema),
+    side = stage["side"].privatization  # the release's PositionedPrivatization
+    result: dict[str, Any] = {"task_function": getattr(stage["function"], "__name__", str(stage["function"])),
+                              "staged_files": len(staged), "staged_columns": len(schema),
                               "staged_mib": sum(path.stat().st_size for path in staged) / 2**20}
     frame = getattr(engine.read_parquet(staged, schema), "frame", None)
     if frame is not None:
@@ -377,9 +415,10 @@ def replay_privatize_stage(engine: Any, staged: list[Path], side: Any, spec: Any
     calls_path = folder / "engine-calls.jsonl"
 
     def engine_stage() -> Any:
-        records = engine.read_groups(staged, FILTER_RECORD_COLUMN, schema)
-        mapped = engine.map_batches(records, _timed_batch_function(str(calls_path)), out_schema, side=side)
-        return engine.write_parquet(mapped, folder / "instrumented", out_schema)
+        tasks = [dataclasses.replace(task, output=folder / "instrumented" / f"part-{number:05d}.parquet")
+                 for number, task in enumerate(stage["tasks"])]
+        return engine.collect(engine.map_fragments(tasks, _timed_privatize_task(stage["function"], str(calls_path)),
+                                                   stage["schema"], stage["side"]))
 
     _, result["engine_stage"] = cpu_accounted(engine_stage)
     result["engine_stage"]["batch_function"] = _call_summary(_worker_calls(calls_path))
@@ -396,59 +435,78 @@ def measure_release(config_path: Path, release_id: str, engine_name: str, replay
     """In the child: one release with the engine started first (timed apart) and passed in."""
     import pipelines.filter.pipeline as filter_pipeline
     from pipelines.filter.blocks import output_schema
+    from pipelines.filter.engine_input import PRIVATIZED_FILES_SCHEMA
     from pipelines.platform.config import load_config
     from pipelines.platform.release import engine_request, start_engine
 
     config = load_config(config_path)
     keep = Path(tempfile.mkdtemp(prefix="privlake-filter-replay-"))
     captured: dict[str, Any] = {}
-    original = filter_pipeline.KIND.run_on_engine
-    original_stage_records = filter_pipeline.stage_records
+    original_read_input = filter_pipeline.read_input_on_engine
 
-    def capture(context: Any, plan: Any, filters: Any, engine: Any) -> Any:
-        captured["side"] = filters.side
-        return original(context, plan, filters, engine)
-
-    def capture_staged(*arguments: Any) -> Any:
-        staged = original_stage_records(*arguments)
+    def capture_staged(*arguments: Any, **keywords: Any) -> Any:
+        """The current staging path: the engine's input tasks read, check, encode and stage the
+        records (``read_input_on_engine``); its staged files kept (hard links) for the replay."""
+        checked = original_read_input(*arguments, **keywords)
         if replay:
             copies = []
-            for number, path in enumerate(staged):
+            for number, path in enumerate(checked.staged):
                 copies.append(keep / f"staged-{number:05d}.parquet")
                 os.link(path, copies[-1])
-            captured["staged"] = copies
-        return staged
+            captured["staged"], captured["originals"] = copies, list(checked.staged)
+        return checked
 
-    kind = dataclasses.replace(filter_pipeline.KIND, run_on_engine=capture)
-    filter_pipeline.stage_records = capture_staged
+    filter_pipeline.read_input_on_engine = capture_staged
     inner: dict[str, float] = {}
-    filter_pipeline.validate_filter_output = harness.accumulating(filter_pipeline.validate_filter_output, inner, "gx")
+    filter_pipeline.validate_filter_output_metrics = harness.accumulating(
+        filter_pipeline.validate_filter_output_metrics, inner, "gx")
     start = time.perf_counter()
     chosen, options = engine_request(config.engine, engine_name, None)
     engine = start_engine(chosen, options, filter_pipeline.FILTER_WORKER_MODULES)
     engine_seconds = time.perf_counter() - start
     stage_accounting: dict[str, Any] = {}
-    write_parquet = engine.write_parquet
+    map_fragments, collect = engine.map_fragments, engine.collect
+    privatizing: list[Any] = []
 
-    def accounted_write(*arguments: Any) -> Any:
-        files, accounting = cpu_accounted(lambda: write_parquet(*arguments))
-        if not stage_accounting:
-            stage_accounting.update(accounting)
-        return files
+    def marked_map_fragments(items: Any, fn: Any, schema: Any, side: Any = None, **keywords: Any) -> Any:
+        """The privatize stage is the ``map_fragments`` call whose rows are
+        ``PRIVATIZED_FILES_SCHEMA`` (one per release file written): its call kept for the replay."""
+        mapped = map_fragments(items, fn, schema, side, **keywords)
+        if schema is PRIVATIZED_FILES_SCHEMA and not privatizing:
+            privatizing.append(mapped)
+            captured["stage"] = {"tasks": list(items), "function": fn, "schema": schema, "side": side}
+        return mapped
 
-    engine.write_parquet = accounted_write
+    def accounted_collect(dataset: Any, *arguments: Any, **keywords: Any) -> Any:
+        """The privatize stage's CPU accounting (its ``map_fragments`` is lazy until collected)."""
+        if stage_accounting or not any(dataset is mapped for mapped in privatizing):
+            return collect(dataset, *arguments, **keywords)
+        rows, accounting = cpu_accounted(lambda: collect(dataset, *arguments, **keywords))
+        stage_accounting.update(accounting)
+        return rows
+
+    engine.map_fragments, engine.collect = marked_map_fragments, accounted_collect
     try:
         start = time.perf_counter()
-        outcome = kind.run(config, release_id=release_id, engine=engine)
+        outcome = filter_pipeline.KIND.run(config, release_id=release_id, engine=engine)
         wall = time.perf_counter() - start
         memory_after_release = driver_memory()
         profile = None
         if replay:
+            engine.map_fragments, engine.collect = map_fragments, collect
+            linked = []
+            for copy, original in zip(captured["staged"], map(Path, captured["originals"]), strict=True):
+                if not original.exists():  # the release discarded its staging
+                    original.parent.mkdir(parents=True, exist_ok=True)
+                    os.link(copy, original)
+                    linked.append(original)
             spec = filter_pipeline._read_spec(config)
             profile = replay_privatize_stage(
-                engine, captured["staged"], captured["side"], spec,
+                engine, captured["staged"], captured["stage"], spec,
                 output_schema(spec, filter_pipeline._utility_labels(config)), keep,
             )
+            for original in linked:
+                original.unlink(missing_ok=True)
     finally:
         engine.close()
         shutil.rmtree(keep, ignore_errors=True)
@@ -494,6 +552,7 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     from pipelines.platform.internal import OperatorRecords
     from pipelines.platform.lake import Lake
     from pipelines.platform.model_store import ModelStore
+    from schemas.filter.config import FilterTableReading
     from transforms.core.keyed_randomness import secret_from_hex
     from transforms.filter.features import decode_features
     from transforms.filter.inference import decode_latents, encode_latents
@@ -528,8 +587,11 @@ def measure_floor(config_path: Path, release_id: str, compare: bool) -> dict[str
     filters = [LinearLatentFilter.from_dict(entry["filter"]) for entry in trained]
     secret = secret_from_hex(os.environ["PRIVLAKE_TEST_SECRET"])
     labels = {name: config.labels[name] for name in (choice_entry["private"], choice_entry["utility"])}
+    settings = config.input  # the one Parquet file the releases read on their engine, read here as a table file
+    reading = FilterTableReading(path=Path(settings.path), format=settings.format or "parquet", header=settings.header,
+                                 recode=settings.recode, columns=settings.columns)
     start = time.perf_counter()
-    records = read_records(config.input, spec, labels)
+    records = read_records(reading, spec, labels)
     read_seconds = time.perf_counter() - start
     features = records.features
     n = features.shape[0]
@@ -739,8 +801,8 @@ def throughput_table(summary: dict[str, Any], report: dict[str, Any]) -> list[st
     )
 
 
-STAGES = ("read input", "stage input", f"train filter {CHOICE}", "wait for engine", "privatize", "validate output",
-          "publish")
+STAGES = ("list input", f"train filter {CHOICE}", "wait for engine", "fingerprint input", "read input", "privatize",
+          "validate output", "publish")
 
 
 def stages_table(report: dict[str, Any]) -> list[str]:
@@ -756,9 +818,10 @@ def stages_table(report: dict[str, Any]) -> list[str]:
             other = run["wall_seconds"] - sum(stages.get(name, 0.0) for name in STAGES)
             rows.append((entry["n"], engine, _bold(_f(run["wall_seconds"])), *cells, other, _load(run)))
     return harness.table(
-        ["n", "engine", "release s", "read input", "stage input", "train filter", "wait for engine", "privatize",
-         "validate output", "of which GX suites", "publish", "other", "load"],
-        rows, align="rl" + "r" * 10 + "l", formats=[",", None, None, *[_f] * 9, None],
+        ["n", "engine", "release s", "list input", "train filter", "wait for engine", "fingerprint input",
+         "read input (engine: read, check, encode, stage)", "privatize", "validate output", "of which GX suites",
+         "publish", "other", "load"],
+        rows, align="rl" + "r" * 11 + "l", formats=[",", None, None, *[_f] * 10, None],
     )
 
 
@@ -772,10 +835,11 @@ def memory_table(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 def profile_table(n: int, spark_run: dict[str, Any], profile: dict[str, Any]) -> list[str]:
-    variants = [("the release's privatize stage (its engine write: read and map are lazy)",
+    task = profile.get("task_function", "privatize_file")
+    variants = [(f"the release's privatize stage (map_fragments of {task}, collected)",
                  spark_run.get("privatize_write_accounting")),
                 ("read + write the staged input, no map (engine IO)", profile["io_only"]),
-                ("the pipeline's stage again (read_groups + map_batches + write_parquet), batch fn timed",
+                (f"the pipeline's stage again (map_fragments of {task}, a task per release file), batch fn timed",
                  profile["engine_stage"]),
                 ("variant: fused map and write fed by a JVM scan", profile["fused_map_and_write"]),
                 ("variant: workers read row groups dealt round-robin", profile["worker_read_fused"])]
@@ -845,7 +909,8 @@ def markdown(report: dict[str, Any]) -> str:
         "### 3. Privatization throughput (evaluation disabled in these runs)",
         "",
         "Input: adult-test.csv rows replicated to n, one Parquet file. 'privatize' = the release's "
-        "`timings[\"privatize\"]` in its internal record (engine read of the staged Parquet + map_batches + workers' Parquet writes); "
+        "`timings[\"privatize\"]` in its internal record (one engine task per release file: its staged records "
+        "read, privatized and written); "
         "'release' = the whole `run_filter_release` call with the engine already started (its start is the next "
         "column; the local engine's is ~0). Floor = `privatize_features` + `decode_features` in-process on one "
         "thread, calls of 250,000 rows; 'batch fn' = `privatized_rows` on pandas frames; '+ Arrow' = "
@@ -939,9 +1004,10 @@ def analysis(report: dict[str, Any]) -> list[str]:
                     "CPU-second")
             if floor:
                 text += f", the one-thread in-process batch function: {_rate(largest['n'] / floor['batch_function_seconds'])}"
-            text += (f"), the JVM {_f(cpu['jvm'])} s ({_share(cpu['jvm'], ours)}: Parquet read, Arrow to and from the "
-                     f"workers), the Python workers outside the batch function {_f(outside)} s ({_share(outside, ours)}: "
-                     "Arrow/pandas conversion and the writer workers' Parquet encoding). With 2 cores the ceiling is "
+            text += (f"), the JVM {_f(cpu['jvm'])} s ({_share(cpu['jvm'], ours)}: scheduling the tasks and collecting "
+                     f"their results; the workers read and write the files), the Python workers outside the batch "
+                     f"function {_f(outside)} s ({_share(outside, ours)}: reading the staged file, pandas conversion and "
+                     "the Parquet write). With 2 cores the ceiling is "
                      f"about {_rate(2 * largest['n'] / ours)} records/s when nothing else runs.")
             lines.append(text)
         profile = largest["spark"].get("profile") or {}
@@ -975,13 +1041,13 @@ def analysis(report: dict[str, Any]) -> list[str]:
             if not run:
                 continue
             stages = run["stages"]
-            driver = stages.get("read input", 0) + stages.get("validate output", 0)
+            checks = stages.get("read input", 0) + stages.get("validate output", 0)
             lines.append(
-                f"- Whole release at n = {largest['n']:,} on {engine}: {_f(run['wall_seconds'])} s, of which reading and "
-                f"encoding the input on the driver {_f(stages.get('read input'))} s and the output validation "
-                f"{_f(stages.get('validate output'))} s (the whole release read into pandas on the driver, then the "
-                f"Great Expectations suites: {_f(run.get('output_suites_seconds'))} s) = "
-                f"{_share(driver, run['wall_seconds'])}; filter training "
+                f"- Whole release at n = {largest['n']:,} on {engine}: {_f(run['wall_seconds'])} s, of which reading, "
+                f"checking, encoding and staging the input on the engine {_f(stages.get('read input'))} s and the "
+                f"output validation {_f(stages.get('validate output'))} s (the released files checked on the engine, "
+                f"then the Great Expectations suites on the summed metrics: {_f(run.get('output_suites_seconds'))} s) = "
+                f"{_share(checks, run['wall_seconds'])}; filter training "
                 f"{_f(stages.get(f'train filter {CHOICE}'))} s; privatize {_f(stages.get('privatize'))} s.")
     lines.append(f"- History: {ONE_HOT_STAGING_HISTORY}")
     return lines
