@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,12 +99,14 @@ def seed_key_rows(frame: pd.DataFrame, side: SeedKeySide) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class SynthesisSide:
-    """Everything a synthesis batch needs, shipped once per worker. ``seeds_codes`` ``None``: the
+    """Everything a synthesis batch needs, shipped once per worker. ``seeds_codes``: the seeds as
+    a matrix or as ``seed_synthesis.SeedRows`` (the release's staged seeds,
+    ``pipelines/tabular/seeds.py``: read where the batch runs, never on the driver); ``None``: the
     synthesis resamples every attribute (``omega = all``), so it reads only the seeds' number
     (``seed_count``: a candidate's seed is drawn among them and then every value is resampled);
     the seeds' values never travel."""
 
-    seeds_codes: np.ndarray | None
+    seeds_codes: Any
     seed_index: SeedIndex
     structure: NetworkStructure
     conditionals: ConditionalTables
@@ -113,9 +116,9 @@ class SynthesisSide:
     release_id: str
     seed_count: int = 0
 
-    def seeds(self) -> np.ndarray:
-        """The seed matrix the synthesis draws from: the seeds' codes, or (``omega = all``) a
-        read-only view of zeros of the seeds' shape that costs no memory."""
+    def seeds(self) -> Any:
+        """The seeds the synthesis draws from: the seeds' codes (a matrix or ``SeedRows``), or
+        (``omega = all``) a read-only view of zeros of the seeds' shape that costs no memory."""
         if self.seeds_codes is not None:
             return self.seeds_codes
         width = len(self.structure.order)

@@ -19,10 +19,13 @@ in-memory reference this pipeline must equal on every engine.
    (sparse partial tables per partition, summed exactly); the driver makes the
    exponential-mechanism choice.
 4. Parameters on ``DP``: one pass counts the m tables; the driver adds discrete Laplace noise.
-5. The seed index: one pass counts ``DS`` by its kept attributes (``groupBy().count()``).
-6. Synthesis: keyed batches of candidates run on the workers (seeds, index and model broadcast),
-   in rounds until ``n`` records pass or the attempt cap; the release is the first ``n`` passing
-   candidates in batch order, whatever the partitioning.
+5. The seed index: one pass counts ``DS`` by its kept attributes (``groupBy().count()``; one pass
+   per block of kept attributes when their joint values overflow an int64 key). With ``omega <
+   all`` one pass stages the seeds' codes where the tasks run, one file per fragment in position
+   order (``pipelines/tabular/seeds.py``); the driver never holds a seed.
+6. Synthesis: keyed batches of candidates run on the workers (index and model broadcast; a batch
+   reads the staged seeds it draws), in rounds until ``n`` records pass or the attempt cap; the
+   release is the first ``n`` passing candidates in batch order, whatever the partitioning.
 7. Write from the workers, validate (GX), publish data and manifest in one Iceberg commit.
 """
 
@@ -99,7 +102,6 @@ from pipelines.tabular.engine_input import (
     codes_file,
     fragment_entries,
     metric_entries,
-    part_rows,
     problem_entries,
     read_record_fragment,
     released_entries,
@@ -112,6 +114,15 @@ from pipelines.tabular.engine_input import (
 from pipelines.tabular.input import private_columns, read_schema
 from pipelines.tabular.report_page import MAX_ATTRIBUTES as MAX_REPORT_ATTRIBUTES
 from pipelines.tabular.report_page import marginal_summaries_from_tables
+from pipelines.tabular.seeds import (
+    SeedWriting,
+    StagedSeeds,
+    index_blocks,
+    partial_index,
+    seed_block_key_rows,
+    seeds_file,
+    write_fragment_seeds,
+)
 from pipelines.tabular.validation import (
     released_metric_name,
     validate_tabular_metrics,
@@ -125,7 +136,6 @@ from schemas.tabular.tables import (
     SPLIT_COUNTS_SCHEMA,
     TABULAR_FRAGMENT_ROWS_SCHEMA,
     TABULAR_METRICS_SCHEMA,
-    staged_codes_schema,
     tabular_input_summary_schema,
 )
 from transforms.core.guarantee import choose_t
@@ -153,7 +163,7 @@ from transforms.tabular.structure_learning import (
     validate_structure_constraints,
 )
 
-TABULAR_WORKER_MODULES = ("pipelines.tabular.blocks", "pipelines.tabular.engine_input")
+TABULAR_WORKER_MODULES = ("pipelines.tabular.blocks", "pipelines.tabular.engine_input", "pipelines.tabular.seeds")
 PURPOSE_EVALUATION_SAMPLE = "tabular-evaluation-sample"
 DEFAULT_ATTEMPTS_PER_RECORD = 20
 WHOLE_RELEASE_DELTA = 1e-6
@@ -438,18 +448,33 @@ def learn_structure_on_engine(engine: Engine, records: StagedRecords, sizes: tup
     return NetworkStructure(order=tuple(placed), parents=tuple(parents))
 
 
-def _seed_index(engine: Engine, records: StagedRecords, seeds_codes: np.ndarray | None, structure: NetworkStructure,
-                omega: int, sizes: tuple[int, ...]) -> SeedIndex:
-    if not SeedIndex.fits_one_key(structure, omega, sizes):
-        if seeds_codes is None:
-            seeds_codes = seeds_on_driver(engine, records, len(sizes))
-        return SeedIndex.build(seeds_codes, structure, omega, sizes)
+SEED_KEYS_SCHEMA = pa.schema([pa.field("seed_key", pa.int64(), nullable=False),
+                              pa.field("seeds", pa.int64(), nullable=False)])
+
+
+def _seed_index(engine: Engine, records: StagedRecords, structure: NetworkStructure, omega: int,
+                sizes: tuple[int, ...]) -> SeedIndex:
+    """The seed index, counted on the engine: seeds per joint value of the kept attributes (one
+    ``sum_by_key``); when those values overflow one int64 key, block by block as ``SeedIndex.build``
+    keys them (one ``sum_by_key`` per block: the block's distinct keys are its ranks, the last
+    block's keys and counts the index). The driver holds the distinct keys only."""
     kept, _ = kept_and_resampled(structure, omega)
-    schema = pa.schema([pa.field("seed_key", pa.int64(), nullable=False), pa.field("seeds", pa.int64(), nullable=False)])
-    partial = records.map(engine, seed_key_rows, schema, SeedKeySide(kept, sizes))
-    counts = engine.sum_by_key(partial, "seed_key", ["seeds"])
-    return SeedIndex.from_key_counts(structure, omega, sizes, counts["seed_key"].to_numpy(np.int64),
-                                     counts["seeds"].to_numpy(np.int64))
+    if SeedIndex.fits_one_key(structure, omega, sizes):
+        partial = records.map(engine, seed_key_rows, SEED_KEYS_SCHEMA, SeedKeySide(kept, sizes))
+        counts = engine.sum_by_key(partial, "seed_key", ["seeds"])
+        return SeedIndex.from_key_counts(structure, omega, sizes, counts["seed_key"].to_numpy(np.int64),
+                                         counts["seeds"].to_numpy(np.int64))
+    blocks = index_blocks(structure, omega, sizes, records.part_sizes[0])
+    ranks: list[np.ndarray] = []
+    while True:
+        side = partial_index(kept, sizes, blocks[:len(ranks) + 1], tuple(ranks))
+        counted = engine.sum_by_key(records.map(engine, seed_block_key_rows, SEED_KEYS_SCHEMA, side), "seed_key",
+                                    ["seeds"])
+        order = np.argsort(counted["seed_key"].to_numpy(np.int64), kind="stable")
+        keys = counted["seed_key"].to_numpy(np.int64)[order]
+        if len(ranks) == len(blocks) - 1:
+            return partial_index(kept, sizes, blocks, tuple(ranks), keys, counted["seeds"].to_numpy(np.int64)[order])
+        ranks.append(keys)
 
 
 @dataclass(frozen=True)
@@ -532,12 +557,26 @@ def stage_split(context: ReleaseContext, engine: Engine, checked: CheckedRecords
     return StagedRecords(checked.staged, PartLookup(parts_file, checked.offsets), sizes)
 
 
-def seeds_on_driver(engine: Engine, records: StagedRecords, attribute_count: int) -> np.ndarray:
-    """The seeds' codes in position (``ROW_ID``) order: for ``omega < all``, whose synthesis keeps
-    attributes from the seeds (``omega = all`` needs only their number)."""
-    seeds = engine.collect(records.map(engine, part_rows, staged_codes_schema(attribute_count), PART_SEEDS))
-    seeds = seeds.sort_values(ROW_ID, kind="stable")
-    return seeds[code_columns(attribute_count)].to_numpy(dtype=np.int32)
+SEED_COUNTS_SCHEMA = pa.schema([pa.field("ordinal", pa.int64(), nullable=False),
+                                pa.field("seeds", pa.int64(), nullable=False)])
+
+
+def stage_seeds(context: ReleaseContext, engine: Engine, records: StagedRecords, attribute_count: int) -> StagedSeeds:
+    """The seeds for ``omega < all`` (whose synthesis keeps attributes from the seeds; ``omega = all``
+    needs only their number), staged where the engine runs its tasks: each staged fragment's seeds
+    in position (``ROW_ID``) order to a file of its own (``pipelines/tabular/seeds.py``). The driver
+    gets one count per fragment, never a seed."""
+    folder = context.staging / "input" / "seeds"
+    counted = engine.collect(records.map(engine, write_fragment_seeds, SEED_COUNTS_SCHEMA,
+                                         SeedWriting(folder, attribute_count)))
+    counted = counted[counted["seeds"] > 0].sort_values("ordinal")
+    counts = counted["seeds"].to_numpy(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if counts.size else counts
+    total = int(counts.sum())
+    if total != records.part_sizes[0]:
+        raise RuntimeError(f"staged {total} seeds where the split has {records.part_sizes[0]}")
+    return StagedSeeds(tuple(seeds_file(folder, int(ordinal)) for ordinal in counted["ordinal"]),
+                       tuple(int(offset) for offset in offsets), total, attribute_count)
 
 
 def evaluation_sample(context: ReleaseContext, plan: TabularPlan, prepared: PreparedRecords, checked: CheckedRecords,
@@ -698,9 +737,9 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             parameters.epsilon_parameters, parameters.dirichlet_alpha,
             keyed_generator(secret, release_id, PURPOSE_PARAMETER_NOISE, 0),
         )
-    seeds_codes = None if omega == len(sizes) else seeds_on_driver(engine, records, len(sizes))
     with timer.stage("seed index"):
-        index = _seed_index(engine, records, seeds_codes, structure, omega, sizes)
+        seeds_codes = None if omega == len(sizes) else stage_seeds(context, engine, records, len(sizes))
+        index = _seed_index(engine, records, structure, omega, sizes)
     originals = original_tables(engine, records, sizes)
     side = SynthesisSide(seeds_codes, index, structure, conditionals, schema, parameters, secret, release_id,
                          seed_count=split_sizes[0])

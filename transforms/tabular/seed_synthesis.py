@@ -10,11 +10,16 @@ copies the seed.
 Draws from ``rng``, in this order: the seed positions (one ``integers`` call), then one array of
 uniforms per resampled attribute in σ order. A value is the first child code whose cumulative
 probability exceeds the uniform (inverse CDF; a zero-probability code is never chosen).
+
+The seeds are a matrix, or any :class:`SeedRows` — their number and the rows at given positions —
+so that a caller may keep them elsewhere (an engine's staged files) and read only the rows a batch
+draws; the candidates are the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +34,17 @@ class Candidates:
 
     codes: np.ndarray
     seed_positions: np.ndarray
+
+
+@runtime_checkable
+class SeedRows(Protocol):
+    """Seeds kept elsewhere: ``seed_count`` rows of ``attribute_count`` codes, in position order."""
+
+    seed_count: int
+    attribute_count: int
+
+    def take_rows(self, positions: np.ndarray) -> np.ndarray:
+        """The int32 ``(len(positions), m)`` codes of the seeds at ``positions``."""
 
 
 def kept_and_resampled(structure: NetworkStructure, omega: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -76,11 +92,18 @@ def synthesize_candidates(
     candidate_count: int,
     rng: np.random.Generator,
 ) -> Candidates:
-    """``candidate_count`` candidates, each from a seed of ``seeds_codes`` chosen uniformly (module docstring)."""
-    seeds_codes = np.asarray(seeds_codes)
-    if seeds_codes.ndim != 2 or seeds_codes.shape[1] != structure.attribute_count:
+    """``candidate_count`` candidates, each from a seed of ``seeds_codes`` (a matrix or
+    :class:`SeedRows`) chosen uniformly (module docstring)."""
+    if isinstance(seeds_codes, SeedRows):
+        seed_count, width, take = seeds_codes.seed_count, seeds_codes.attribute_count, seeds_codes.take_rows
+    else:
+        seeds_codes = np.asarray(seeds_codes)
+        if seeds_codes.ndim != 2:
+            raise ValueError(f"seeds_codes must be an (n, {structure.attribute_count}) matrix")
+        seed_count, width, take = seeds_codes.shape[0], seeds_codes.shape[1], seeds_codes.__getitem__
+    if width != structure.attribute_count:
         raise ValueError(f"seeds_codes must be an (n, {structure.attribute_count}) matrix")
-    if seeds_codes.shape[0] == 0:
+    if seed_count == 0:
         raise ValueError("there are no seed records to synthesize from")
     if (
         isinstance(candidate_count, bool)
@@ -91,8 +114,8 @@ def synthesize_candidates(
     if tuple(conditionals.parents) != tuple(structure.parents):
         raise ValueError("the conditionals were learned for a different network structure")
     _, resampled = kept_and_resampled(structure, omega)
-    seed_positions = rng.integers(0, seeds_codes.shape[0], size=int(candidate_count), dtype=np.int64)
-    codes = seeds_codes[seed_positions].astype(np.int32)
+    seed_positions = rng.integers(0, seed_count, size=int(candidate_count), dtype=np.int64)
+    codes = np.asarray(take(seed_positions)).astype(np.int32)
     sizes = conditionals.domain_sizes
     for attribute in resampled:
         rows = joint_index(codes, structure.parents[attribute], sizes)
