@@ -246,7 +246,12 @@ def source_codes(source_ids: pd.Series) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
+TRUTH_CHUNK_ROWS = 1_000_000
+"""Rows of the truth file read at a time: the driver keeps only the evaluated objects' truths."""
+
+
+def _truth_columns(config: CrowdConfig) -> tuple[Path, str, str] | None:
+    """The truth file and its two columns, checked to exist (before the release reads any claim)."""
     evaluation = config.evaluation
     if evaluation.truth_path is None:
         return None
@@ -254,17 +259,35 @@ def _read_truth(config: CrowdConfig, id_type: pa.DataType) -> pd.Series | None:
     if not path.is_file():
         raise InputError(str(path), "truth file not found")
     try:
-        frame = pd.read_csv(path)
+        header = pd.read_csv(path, nrows=0).columns
     except (ValueError, OSError) as error:
         raise csv_problem(path, error) from None
     id_column = evaluation.truth_columns.get("object_id", "object_id")
     truth_column = evaluation.truth_columns.get("truth", "truth")
     for column in (id_column, truth_column):
-        if column not in frame.columns:
+        if column not in header:
             raise InputError(str(path), "truth column is missing", column=column)
-    ids = frame[id_column]
-    ids = ids.astype(np.int64) if pa.types.is_integer(id_type) else ids.astype(str)
-    return pd.Series(pd.to_numeric(frame[truth_column], errors="coerce").to_numpy(), index=ids.to_numpy()).dropna()
+    return path, id_column, truth_column
+
+
+def _read_truth(config: CrowdConfig, id_type: pa.DataType, wanted: set[Any]) -> pd.Series | None:
+    """The truths of the objects in ``wanted`` (the evaluation's sample and the report's objects:
+    about ``EVALUATION_OBJECTS`` at most), the file read in chunks of ``TRUTH_CHUNK_ROWS``."""
+    located = _truth_columns(config)
+    if located is None:
+        return None
+    path, id_column, truth_column = located
+    kept: list[pd.Series] = []
+    try:
+        for chunk in pd.read_csv(path, usecols=[id_column, truth_column], chunksize=TRUTH_CHUNK_ROWS):
+            ids = chunk[id_column]
+            ids = ids.astype(np.int64) if pa.types.is_integer(id_type) else ids.astype(str)
+            chosen = ids.isin(wanted).to_numpy()
+            kept.append(pd.Series(pd.to_numeric(chunk[truth_column], errors="coerce").to_numpy()[chosen],
+                                  index=ids.to_numpy()[chosen]))
+    except (ValueError, OSError) as error:
+        raise csv_problem(path, error) from None
+    return pd.concat(kept).dropna() if kept else pd.Series(dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -639,7 +662,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     with timer.stage("read and check input"):
         checked = read_claims_on_engine(config, prepared, engine, input_fingerprint_key(context.lake))
     object_type = checked.input_schema.field("object_id").type
-    truth = _read_truth(config, object_type)
+    evaluated = _truth_columns(config) is not None
     staged = stage_claims(context, checked, engine)
     quality, iterations = global_source_quality(context, staged, checked, engine)
     output_schema = synthetic_claims_schema(object_type)
@@ -649,7 +672,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
                                     side=synthesis_side(context, plan, quality), keeps_groups=True)
         outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
         outcome = engine.read_groups_streaming(outcome_files, "object_id", outcome_schema)
-    fraction = 0.0 if truth is None else min(1.0, EVALUATION_OBJECTS / max(1, checked.objects))
+    fraction = min(1.0, EVALUATION_OBJECTS / max(1, checked.objects)) if evaluated else 0.0
     side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
     with timer.stage("validate output"):
         output = check_output(engine, outcome, object_type, side)
@@ -662,6 +685,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         files = engine.write_by_key(released, "object_id", ["claim_index"], release_files(output.totals.get(OUT_ROWS, 0)),
                                     prepared.staging / "data", output_schema)
     evaluation: dict[str, Any] = {}
+    truth = _read_truth(config, object_type, {*output.released_medians.index, *output.sample_ids})
     if truth is not None:
         input_claims = engine.read_groups_streaming(checked.object_files, "object_id", checked.input_schema)
         raw = engine.collect(engine.map_groups(input_claims, "object_id", raw_median_block, crowd_medians_schema(object_type),
