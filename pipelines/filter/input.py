@@ -11,6 +11,7 @@ choices by name. Error lines name the row and column and never echo the value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,20 +114,35 @@ def _encoded(frame: pd.DataFrame, reading: FilterTableReading, spec: FeatureSpec
     """The records of ``frame`` encoded; ``rows`` (0-based file rows of the frame's rows, when it
     holds a sample) names a bad value's row in the file."""
     name = str(reading.path)
+
+    def locate(row: int, message: str, column: str | None) -> InputError:
+        row = row if rows is None else int(rows[row])
+        return InputError(name, message, row=row + 1, column=column)
+
+    return encoded_records(frame, name, reading.format, reading.header, spec, labels, extra_columns, locate)
+
+
+def encoded_records(frame: pd.DataFrame, name: str, file_format: str, header: bool, spec: FeatureSpec,
+                    labels: dict[str, LabelDefinition], extra_columns: tuple[str, ...] = (),
+                    locate: Callable[[int, str, str | None], InputError] | None = None) -> FilterRecords:
+    """The records of ``frame`` (read from ``name``) encoded: features over the spec, ``labels``
+    over their public domains; a bad value is ``locate(row of the frame, reason, column)``, one
+    line naming where it is (by default the frame's row in ``name``)."""
     if len(frame) == 0:
         raise InputError(name, "no rows (empty table)")
     needed = [*spec.names, *(definition.column for definition in labels.values()), *extra_columns]
     for column in needed:
         if column not in frame.columns:
-            shown = header_names(frame.columns, needed if reading.format == "csv" and reading.header else list(frame.columns))
+            shown = header_names(frame.columns, needed if file_format == "csv" and header else list(frame.columns))
             raise InputError(name, f"no column {column!r} ({'columns: ' + shown if shown is not None else NO_HEADER_HINT})")
     try:
         encoded = encode_features(frame, spec)
         codes = {label: label_codes(frame[definition.column], definition, definition.column)
                  for label, definition in labels.items()}
     except DomainViolation as error:
-        row = error.row if rows is None else int(rows[error.row])
-        raise InputError(name, domain_reason(error.message), row=row + 1, column=error.column) from None
+        if locate is None:
+            raise InputError(name, domain_reason(error.message), row=error.row + 1, column=error.column) from None
+        raise locate(error.row, domain_reason(error.message), error.column) from None
     return FilterRecords(frame, encoded.matrix, codes, encoded.clipped)
 
 

@@ -78,12 +78,11 @@ from pipelines.filter.input import (
     check_label_columns,
     private_columns,
     read_feature_spec,
-    read_training_records,
 )
 from pipelines.filter.report import ChoiceSample, sample_ranks
+from pipelines.filter.training_input import read_training_input
 from pipelines.filter.validation import validate_filter_input_metrics, validate_filter_output_metrics
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
-from pipelines.platform.input import file_fingerprint
 from pipelines.platform.lake import open_lake
 from pipelines.platform.model_store import (
     MODEL_KIND_FILTER_SET,
@@ -194,13 +193,13 @@ def train_encoder(config: FilterConfig, progress: Callable[[str], None] | None =
     spec = _read_spec(config)
     with timer.stage("read training records"):
         secret, secret_source = release_secret()
-        records = read_training_records(config.training, spec, {}, training_sample_generator(secret, config))
+        records, file_print = read_training_input(config.training, spec, {}, training_sample_generator(secret, config),
+                                                  config.lake)
     settings = config.encoder
     architecture = VaeArchitecture(feature_layout(spec), settings.latent_dimension, tuple(settings.hidden_widths),
                                    settings.numeric_noise_scale)
     training = VaeTrainingConfig(**settings.training.model_dump())
-    fingerprint = {**feature_fingerprint(records.features, spec),
-                   "file_sha256": file_fingerprint(config.training.path).removeprefix("sha256:")}
+    fingerprint = {**feature_fingerprint(records.features, spec), **file_print}
     configure_deterministic_torch(1)
     with timer.stage("train the VAE"):
         trained = train_vae(records.features, architecture,
@@ -341,10 +340,9 @@ def train_filters(config: FilterConfig, progress: Callable[[str], None] | None =
         with timer.stage("load encoder"):
             _, parsed = _encoder_weights(store, encoder)
         with timer.stage("read training records"):
-            training = read_training_records(config.training, spec, _training_labels(config),
-                                             training_sample_generator(secret, config))
-        fingerprint = {**feature_fingerprint(training.features, spec),
-                       "file_sha256": file_fingerprint(config.training.path).removeprefix("sha256:")}
+            training, file_print = read_training_input(config.training, spec, _training_labels(config),
+                                                       training_sample_generator(secret, config), config.lake)
+        fingerprint = {**feature_fingerprint(training.features, spec), **file_print}
         with timer.stage("encode training records"):
             mean, log_variance = encode_latents(parsed.weights(), training.features)
         stream = f"filter-set/{config.dataset}/{encoder.artifact_id}/{fingerprint['features_sha256']}"
@@ -523,8 +521,8 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
     training_log_variance = None
     if plan.stored is None or config.evaluation.enabled:
         with timer.stage("read training records"):
-            training = read_training_records(config.training, plan.spec, _training_labels(config),
-                                             training_sample_generator(secret, config))
+            training, _ = read_training_input(config.training, plan.spec, _training_labels(config),
+                                              training_sample_generator(secret, config), config.lake)
         training_mean, training_log_variance = encode_latents(weights, training.features)
     trained = plan.stored
     if trained is None:

@@ -61,6 +61,33 @@ class FilterTableReading(TableReading):
         return self
 
 
+class FilterTrainingInput(SourceSpec):
+    """The collector's labelled training records (``schemas/sources.py``): ``path`` — one file, a
+    folder of files (hive partition folders become columns) or a glob — or an Iceberg ``table`` of
+    ``lake`` at ``snapshot_id`` with ``row_filter``, read as a table file is read (``header``;
+    ``columns`` names the columns of a CSV without a header row, in order; ``recode``). ``format``
+    is inferred from the files' suffixes; a file without a known suffix is CSV. The driver reads at
+    most ``max_records`` of them: a larger input gives a keyed sample of that many (the stream
+    ``filter-training-records``), read fragment by fragment (a single file in chunks), so the
+    driver holds one fragment (or chunk) and the sample."""
+
+    header: bool = True
+    recode: dict[str, dict[str, str]] = {}
+    columns: list[str] | None = None
+    max_records: int = Field(
+        1_000_000, ge=1, le=MAX_TRAINING_READ,
+        description="the most training records read on the driver (beyond, a keyed sample); at most 10^8",
+    )
+
+    @model_validator(mode="after")
+    def _names_for_headerless_csv(self) -> FilterTrainingInput:
+        if self.format in (None, "csv") and not self.header and not self.columns:
+            raise ValueError("a CSV without a header row needs `columns` (the column names, in order)")
+        if self.columns is not None:
+            require_unique(self.columns, "column", "is named twice")
+        return self
+
+
 class FilterInput(SourceSpec):
     """The records to privatize (``schemas/sources.py``): ``path`` — one file, a folder of files (hive
     partition folders become columns) or a glob — or an Iceberg ``table`` of ``lake`` at
@@ -248,7 +275,8 @@ class FilterConfig(StrictModel):
     kind: Literal["filter"]
     dataset: str = Field(min_length=1, max_length=100, pattern=NAME_PATTERN, description="at most 100 characters (a generated release id is the dataset and 24 more)")
     lake: LakeSetting
-    training: FilterTableReading = Field(description="the collector's labelled records: VAE and filters")
+    training: FilterTrainingInput = Field(description="the collector's labelled records: VAE and filters; a file, "
+                                          "a folder, a glob or an Iceberg table, as input")
     input: FilterInput = Field(description="the records to privatize")
     feature_spec: Path = Field(description="YAML file with `features:` (schemas/filter/features.py)")
     labels: dict[str, LabelDefinition] = Field(min_length=2, max_length=MAX_CHOICES)
