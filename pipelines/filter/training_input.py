@@ -16,7 +16,7 @@ that trains its filters; they never go to the engine.
   (``sources.read_text_fragment``, as the release's input is read): counted (a Parquet file by its
   footer), then the sampled positions kept — the driver holds one fragment and the sample. Its
   data fingerprint is ``input_sha256`` (``sources.input_fingerprint`` over each file's SHA-256, an
-  Iceberg data file's identity). A bad value is one line naming its file, row and column.
+  Iceberg data file's bytes with its deletes and the row filter). A bad value is one line naming its file, row and column.
 """
 
 from __future__ import annotations
