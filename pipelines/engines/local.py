@@ -16,11 +16,24 @@ process, which on the local engine is the driver.
 ``map_fragments`` runs each task (``fragments_per_task`` fragments) in this process, one
 partition per task, as the local engine runs every other map; ``first_row`` and
 ``column_metrics`` reduce each partition and merge the partials as the other engines' drivers do.
+
+**Grouping a large input spills** (issue 15). ``cluster_by_key`` (so ``map_groups`` and
+``write_groups``) holds its input while it is at most ``spill_bytes`` (default 256 MiB); beyond,
+it writes every partition's rows, as it reads them, to ``parallelism × 64`` key buckets (CRC-32 of
+the key modulo the bucket count) in Arrow files under a temporary folder, and the clustered
+collection's partitions are those buckets, each read and sorted by the key only when a job reads
+it (and never held, as ``read_groups_streaming``'s). The process then holds one input partition
+while spilling and one bucket (about 1/64 of a partition) while mapping. Groups stay whole and
+sorted, so every group meets the same function: only which groups share a partition changes, which
+no result depends on (the conformance suite runs every release on several partitionings). The
+folder is removed when the collection (and every collection mapped from it) is gone.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +54,9 @@ from pipelines.engines.base import (
 )
 
 DEFAULT_PARALLELISM = 4
+DEFAULT_SPILL_BYTES = 1 << 28
+"""The most input bytes ``cluster_by_key`` holds in this process before it spills to key buckets."""
+SPILL_BUCKETS_PER_PARTITION = 64
 
 
 class LazyPartitions(Sequence[pa.Table]):
@@ -79,13 +95,17 @@ class LocalEngine(Engine):
 
     name: ClassVar[str] = "local"
 
-    def __init__(self, parallelism: int | None = None, rows_per_call: int = arrow.DEFAULT_ROWS_PER_CALL):
+    def __init__(self, parallelism: int | None = None, rows_per_call: int = arrow.DEFAULT_ROWS_PER_CALL,
+                 spill_bytes: int | None = None):
         if parallelism is not None and parallelism < 1:
             raise EngineError(f"parallelism must be at least 1, not {parallelism}")
         if rows_per_call < 1:
             raise EngineError(f"rows_per_call must be at least 1, not {rows_per_call}")
+        if spill_bytes is not None and spill_bytes < 0:
+            raise EngineError(f"spill_bytes must not be negative, not {spill_bytes}")
         self.parallelism = parallelism or DEFAULT_PARALLELISM
         self.rows_per_call = rows_per_call
+        self.spill_bytes = DEFAULT_SPILL_BYTES if spill_bytes is None else spill_bytes
 
     def protection(self) -> dict[str, Any]:
         return {"engine": self.name, "in_process": True, "key_material": "this process's memory"}
@@ -194,8 +214,69 @@ class LocalEngine(Engine):
         arrow.check_key(source.schema, key)
         if source.clustered_key == key:
             return source
-        whole = self._concat(source.partitions, source.schema)
+        held: list[pa.Table] = []
+        size = 0
+        partitions = iter(source.partitions)
+        for partition in partitions:
+            held.append(partition)
+            size += partition.nbytes
+            if size > self.spill_bytes:
+                return self._spilled_clusters(source.schema, key, held, partitions)
+        whole = self._concat(held, source.schema)
+        del held
         return self._collection(source.schema, arrow.partition_by_key(whole, key, self.parallelism), key)
+
+    def _spilled_clusters(self, schema: pa.Schema, key: str, held: list[pa.Table],
+                          rest: Iterator[pa.Table]) -> LocalCollection:
+        """``cluster_by_key`` of an input above ``spill_bytes`` (module docstring): every row written
+        to its key bucket's Arrow file as its partition is read; the buckets, read and sorted on
+        demand, are the partitions."""
+        buckets = self.parallelism * SPILL_BUCKETS_PER_PARTITION
+        directory = Path(tempfile.mkdtemp(prefix="privlake-groups-"))
+        sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
+
+        def spill(partition: pa.Table) -> None:
+            if not partition.num_rows:
+                return
+            partition = arrow.conform_table(partition, schema)
+            ids = arrow.key_partition_ids(partition.column(key), buckets)
+            order = np.argsort(ids, kind="stable")
+            ordered = partition.take(pa.array(order))
+            sorted_ids = ids[order]
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_ids)) + 1, [len(sorted_ids)]])
+            for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+                bucket = int(sorted_ids[start])
+                if bucket not in sinks:
+                    sink = pa.OSFile(str(directory / f"{bucket:06d}.arrow"), "wb")
+                    sinks[bucket] = (sink, pa.ipc.new_stream(sink, schema))
+                sinks[bucket][1].write_table(ordered.slice(start, end - start))
+
+        try:
+            while held:
+                spill(held.pop(0))
+            for partition in rest:
+                spill(partition)
+        except BaseException:
+            for sink, writer in sinks.values():
+                writer.close()
+                sink.close()
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        for sink, writer in sinks.values():
+            writer.close()
+            sink.close()
+        files = [directory / f"{bucket:06d}.arrow" for bucket in sorted(sinks)]
+
+        def bucket_rows(index: int) -> pa.Table:
+            with pa.OSFile(str(files[index])) as stored:
+                return arrow.sort_by_key(pa.ipc.open_stream(stored).read_all(), key)
+
+        if not files:
+            shutil.rmtree(directory, ignore_errors=True)
+            return self._collection(schema, [arrow.empty_table(schema)], key)
+        partitions = LazyPartitions(len(files), bucket_rows)
+        weakref.finalize(partitions, shutil.rmtree, directory, True)
+        return self._collection(schema, partitions, key)
 
     def sum_by_key(self, collection: Collection, key: str, columns: Sequence[str]) -> pd.DataFrame:
         source = self._own(collection)
