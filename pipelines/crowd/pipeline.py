@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -371,21 +372,30 @@ def _claims_fingerprint(input_print: str, settings: CrowdInput, key: bytes | Non
 
 
 def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: Engine,
-                          fingerprint_key: bytes | None = None) -> CheckedClaims:
+                          fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
+                          check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedClaims:
     """Read, check, canonicalize and stage the claims on the engine (``pipelines/crowd/engine_input.py``):
     pass 1 per fragment, the input gate on its metrics, the distinct sources, pass 2 per object
-    bucket, then the checks on whole objects. Raises the one-line error of the first failing row."""
+    bucket, then the checks on whole objects. Raises the one-line error of the first failing row.
+
+    Pass 1 fingerprints each fragment where it reads it, under ``fragment_key`` (the lake's key as
+    ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
+    ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets those
+    digests before the input gate; the input's fingerprint is them keyed by ``fingerprint_key``."""
     settings, fragments, name = config.input, prepared.fragments, prepared.name
     columns = settings.columns
     reading = ClaimsReading(
         object_column=columns.object_id, source_column=columns.source_id, value_column=columns.value,
         folder=prepared.staging / "input" / "claim-buckets",
         buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
-        fingerprint_key=fingerprint_key,
+        fingerprint_key=fragment_key or fingerprint_key,
     )
     summary = engine.persist(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
                                                   reading))
     try:
+        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, CROWD_FINGERPRINTS_SCHEMA))
+        if check_prints is not None:
+            check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))
         metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, CROWD_METRICS_SCHEMA), "code",
                                         ["count"])
         by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["count"].astype(int), strict=True))
@@ -400,7 +410,6 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
             engine.map_batches(summary, source_entries, crowd_sources_schema(pa.int64() if source_integers
                                                                              else pa.string()), side=source_integers),
             "source_id", ["count"])
-        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, CROWD_FINGERPRINTS_SCHEMA))
     finally:
         engine.unpersist(summary)
     sources = np.sort(distinct["source_id"].to_numpy(np.int64 if source_integers else object))
@@ -660,7 +669,11 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     config, timer = context.config, context.timer
     synthesis = config.synthesis
     with timer.stage("read and check input"):
-        checked = read_claims_on_engine(config, prepared, engine, input_fingerprint_key(context.lake))
+        fragment_key = context.fragment_key()
+        checked = read_claims_on_engine(
+            config, prepared, engine, input_fingerprint_key(context.lake), fragment_key,
+            lambda prints: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None))
     object_type = checked.input_schema.field("object_id").type
     evaluated = _truth_columns(config) is not None
     staged = stage_claims(context, checked, engine)
@@ -772,6 +785,7 @@ KIND = ReleaseKind(
     run_on_engine=run_on_engine,
     summary=summary_line,
     show_keys=("objects_released", "objects_suppressed"),
+    checks_input_fingerprints=True,
 )
 
 

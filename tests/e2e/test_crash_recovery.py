@@ -33,8 +33,8 @@ TABULAR_POINTS = [
     "stage:seed index", "stage:synthesize", "stage:write staging", "stage:validate output",
 ]
 CROWD_POINTS = [
-    "admitted", "reserved", "stage:list input", "stage:fingerprint input", "inputs checked",
-    "stage:read and check input", "stage:prepare objects",
+    "admitted", "reserved", "stage:list input", "stage:read and check input", "inputs checked",
+    "stage:prepare objects",
     "stage:global weights", "stage:synthesize", "stage:write staging", "stage:validate output", "stage:publish",
     "publish:files-moved", "published",
 ]
