@@ -168,3 +168,25 @@ def test_on_spark_the_digests_come_from_the_workers(tmp_path: Path, spark_sessio
         run_tabular_release(load_config(config), release_id="tabular-a-1", engine=engine)
         with pytest.raises(ReleaseRefused, match="identical to one of dataset 'tabular-a'"):
             run_tabular_release(load_config(copied), release_id="tabular-b-1", engine=engine)
+
+
+@pytest.mark.parametrize("kind", ["crowd", "tabular", "filter"])
+def test_a_copy_is_refused_before_its_bad_value_is_reported(
+        kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check runs on the fingerprints before the input gate, as it ran before the input was
+    read: a release whose input has a bad value fails (exit 2) with its files recorded, and another
+    dataset reading a copy of them is refused (exit 4), not told about the bad value."""
+    config, copied, data = original_and_copy(kind, tmp_path)
+    text = data.read_text().splitlines()
+    fields = text[5].split(",")
+    fields[-1 if kind == "crowd" else 1] = ""  # a missing value in a required column
+    text[5] = ",".join(fields)
+    bad = "\n".join(text) + "\n"
+    data.write_text(bad)
+    copy_path = Path(str(data).replace(str(tmp_path / "first"), str(tmp_path / "second")))
+    copy_path.write_text(bad)
+    assert main(["run", str(config), "--release-id", f"{kind}-a-1"]) == 2
+    assert [row["dataset"] for row in recorded(tmp_path / "lake")] == [f"{kind}-a"]
+    capsys.readouterr()
+    assert main(["run", str(copied), "--release-id", f"{kind}-b-1"]) == 4
+    assert f"identical to one of dataset '{kind}-a'" in capsys.readouterr().err
