@@ -88,7 +88,6 @@ from pipelines.crowd.engine_input import (
     fingerprint_entries,
     group_metric_rows,
     metric_entries,
-    objects_among,
     output_block,
     output_entries,
     output_metric_entries,
@@ -104,6 +103,7 @@ from pipelines.crowd.engine_input import (
 from pipelines.crowd.input import private_columns
 from pipelines.crowd.report_page import learned_density_samples
 from pipelines.crowd.validation import validate_crowd_input_metrics, validate_crowd_output_metrics
+from pipelines.engines.arrow import read_key_rows, table_to_frame
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
 from pipelines.platform.input import csv_problem
@@ -742,25 +742,23 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "input_fingerprint": checked.fingerprint,
         "evaluation": evaluation,
         # `privlake report`: a few released objects' learned densities (a curve each, never claims)
-        "report": _density_samples(context, plan, quality, engine, checked, outcome, output, truth),
+        "report": _density_samples(context, plan, quality, checked, outcome_files, output, truth),
     }
     return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)
 
 
-def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQuality, engine: Engine,
-                     checked: CheckedClaims, outcome: Collection, output: CheckedOutput,
-                     truth: pd.Series | None) -> dict[str, Any]:
+def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQuality, checked: CheckedClaims,
+                     outcome_files: list[Path], output: CheckedOutput, truth: pd.Series | None) -> dict[str, Any]:
     """The report's learned densities of the first ``SAMPLE_OBJECTS`` released objects: only those
     objects' claims and released claims come to the driver (each object at most the largest object's
-    claims)."""
+    claims), read from the row groups of the staged group files (sorted by object) that can hold
+    them, not by a job over every file."""
     ids = output.sample_ids
-    input_claims = engine.read_groups_streaming(checked.object_files, "object_id", checked.input_schema)
-    own = engine.collect(engine.map_batches(input_claims, objects_among, checked.input_schema, side=ids))
+    claims = read_key_rows(checked.object_files, "object_id", ids, checked.input_schema)
     outcome_schema = synthesis_outcome_schema(checked.input_schema.field("object_id").type)
-    released = engine.collect(engine.map_batches(outcome, objects_among, outcome_schema, side=ids))
+    released = table_to_frame(read_key_rows(outcome_files, "object_id", ids, outcome_schema))
     released = released[released["claim_index"] >= 0]
-    claims = pa.Table.from_pandas(own, schema=checked.input_schema, preserve_index=False)
     return learned_density_samples(
         claims, released[["object_id", "claim_index", "value"]],
         lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),

@@ -559,6 +559,28 @@ def write_group_files(table: pa.Table, key: str, directory: storage.Where, parts
     return [path for path in written if path is not None]
 
 
+def read_key_rows(paths: Sequence[storage.Where], key: str, keys: Sequence[Any], schema: pa.Schema) -> pa.Table:
+    """The rows of ``paths`` (files sorted by ``key``, as ``write_groups`` writes them) whose ``key``
+    is one of ``keys`` (a few), reading only the row groups whose statistics can hold one of them
+    (all of a row group without statistics): for the driver to fetch a few groups' rows without a
+    job over every file."""
+    wanted = sorted(set(keys))
+    found: list[pa.Table] = []
+    for path in paths if wanted else ():
+        parquet_file = storage.parquet_file(path)
+        column = parquet_file.schema_arrow.get_field_index(key)
+        groups = []
+        for group in range(parquet_file.metadata.num_row_groups):
+            statistics = parquet_file.metadata.row_group(group).column(column).statistics
+            if statistics is None or not statistics.has_min_max or any(
+                    statistics.min <= value <= statistics.max for value in wanted):
+                groups.append(group)
+        if groups:
+            table = conform_table(parquet_file.read_row_groups(groups, columns=schema.names), schema)
+            found.append(table.filter(pc.is_in(table.column(key), value_set=pa.array(wanted, schema.field(key).type))))
+    return pa.concat_tables(found) if found else empty_table(schema)
+
+
 def read_parquet_batches(
     path: storage.Where | str, schema: pa.Schema, batch_rows: int = READ_BATCH_ROWS
 ) -> Iterator[pa.Table]:
