@@ -190,3 +190,20 @@ def test_a_copy_is_refused_before_its_bad_value_is_reported(
     capsys.readouterr()
     assert main(["run", str(copied), "--release-id", f"{kind}-b-1"]) == 4
     assert f"identical to one of dataset '{kind}-a'" in capsys.readouterr().err
+
+
+def test_a_key_without_a_32_byte_form_is_checked_by_the_platforms_own_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 48-byte lake key has no 32-byte form with the same HMAC: the kind keys its own digests and
+    the platform hashes the fragments on the engine (two 32-byte halves), with the same values."""
+    monkeypatch.setenv("LAKE_KEY_48", "ab" * 48)
+    with Lake(tmp_path / "lake") as lake:
+        LakePolicy(lake).initialize(test=True, key_variable="LAKE_KEY_48")
+        assert LakePolicy(lake).executor_key() is None
+    config, copied, data = original_and_copy("ldp", tmp_path)
+    assert main(["run", str(config), "--release-id", "ldp-a-1"]) == 0
+    assert [row["fingerprint"] for row in recorded(tmp_path / "lake")] == [
+        hmac.new(bytes.fromhex("ab" * 48), data.read_bytes(), hashlib.sha256).hexdigest()]
+    capsys.readouterr()
+    assert main(["run", str(copied), "--release-id", "ldp-b-1"]) == 4
+    assert "identical to one of dataset 'ldp-a'" in capsys.readouterr().err
