@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from transforms.crowd.claims_block import ClaimsBlock, in_canonical_order
 from transforms.crowd.combined_weights import seed_weights
@@ -23,45 +22,27 @@ from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
 SUMMARY_ROW = -1
 
 
-BANDWIDTH = "bandwidth"
+def object_block(frame: pd.DataFrame) -> ClaimsBlock:
+    """Whole objects' claims as a block, in canonical order (however the frame was ordered)."""
+    return ClaimsBlock.from_frame(in_canonical_order(frame))
 
 
-def prepared_schema(input_schema: pa.Schema) -> pa.Schema:
-    """The claims as the engine keeps them: the input columns plus each object's bandwidth."""
-    return input_schema.append(pa.field(BANDWIDTH, pa.float64(), nullable=False))
-
-
-def prepare_block(frame: pd.DataFrame, bandwidth: float) -> pd.DataFrame:
-    """Claims in canonical order with their object's kernel bandwidth ``h_i`` (the release's public
-    bandwidth; kept per claim so the later jobs read it with the claims)."""
-    block = ClaimsBlock.from_frame(frame)
-    bandwidths = np.full(block.number_of_objects, float(bandwidth))
-    return pd.DataFrame(
-        {
-            "object_id": np.repeat(block.object_ids, block.counts),
-            "source_id": block.source_ids,
-            "value": block.values,
-            BANDWIDTH: np.repeat(bandwidths, block.counts),
-        }
-    )
-
-
-def prepared_block(frame: pd.DataFrame) -> tuple[ClaimsBlock, np.ndarray]:
-    """The block and per-object bandwidths of a frame made by ``prepare_block``."""
-    ordered = in_canonical_order(frame)
-    block = ClaimsBlock.from_frame(ordered)
-    return block, ordered[BANDWIDTH].to_numpy(dtype=np.float64)[block.offsets[:-1]]
+def public_bandwidths(block: ClaimsBlock, bandwidth: float) -> np.ndarray:
+    """Each object's kernel bandwidth ``h_i``: the release's public constant (the data-fitted
+    Silverman rule is refused for a release), never fitted to the claims."""
+    return np.full(block.number_of_objects, float(bandwidth))
 
 
 @dataclass(frozen=True)
 class GlobalPassSide:
     source_quality: SourceQuality
+    bandwidth: float
 
 
 def global_pass_block(frame: pd.DataFrame, side: GlobalPassSide) -> pd.DataFrame:
     """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums."""
-    block, bandwidths = prepared_block(frame)
-    return source_loss_contributions(block, bandwidths, side.source_quality)
+    block = object_block(frame)
+    return source_loss_contributions(block, public_bandwidths(block, side.bandwidth), side.source_quality)
 
 
 @dataclass(frozen=True)
@@ -75,6 +56,7 @@ class SynthesisSide:
     parameters: SynthesisParameters
     secret: bytes
     release_id: str
+    bandwidth: float
 
 
 def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSide) -> np.ndarray:
@@ -90,7 +72,8 @@ def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSi
 def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
     """Map-by-object synthesis: released claims plus one summary row per object, sorted by
     object (so the outcome stays clustered and is staged without a shuffle)."""
-    block, bandwidths = prepared_block(frame)
+    block = object_block(frame)
+    bandwidths = public_bandwidths(block, side.bandwidth)
     weights = object_weights(block, bandwidths, side)
     result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
     claims = result.claims

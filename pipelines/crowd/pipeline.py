@@ -14,16 +14,18 @@ Stages (each a job on the chosen engine; ``transforms/`` does the mathematics):
    holds the listing, the metrics and the distinct source ids (as the source qualities do), never
    a claim. With the source-level unit, the contribution bound (at most L objects per source) is
    a map by source first, and the engine then shuffles by object.
-4. Prepare each object once (canonical order, kernel bandwidth) and stage the result as
-   group files (``write_groups``): every later job maps over them by object without a
-   shuffle or an engine cache, its workers reading the files themselves (``read_groups``).
+4. The group files of step 3 (with the source-level unit, the bounded claims staged again by
+   object, ``write_groups``) are what every later job maps over by object, without a shuffle or
+   an engine cache, its workers reading the files themselves (``read_groups``); each block puts
+   its objects in canonical order and takes the public kernel bandwidth from its side value.
 5. Global source weights: repeat a map over objects (per-source loss sums, exact fixed point)
    and a reduce by source, until the source qualities stop changing.
 6. Synthesis: per object, local (Hampel IRWLS) weights, combined weights clipped to the public
    ratio cap, then Algorithm 1 with the randomized plausible-deniability test; the outcome
    (claims and one summary row per object) is staged as group files.
-7. Write the synthetic claims to staging from where they live, validate, then publish data
-   and manifest in one Iceberg commit — or quarantine and refund the budget.
+7. Validate the outcome on the engine's metrics, write the synthetic claims to staging from where
+   they live (``write_by_key``: a layout set by the released rows alone), then publish data and
+   manifest in one Iceberg commit — or quarantine and refund the budget.
 """
 
 from __future__ import annotations
@@ -47,8 +49,6 @@ from pipelines.crowd.blocks import (
     bound_block,
     global_pass_block,
     object_weights,
-    prepare_block,
-    prepared_schema,
     released_rows,
     synthesis_block,
 )
@@ -523,8 +523,9 @@ class StagedClaims:
 
 
 def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine) -> StagedClaims:
-    """Step 4 of the module docstring: the group files the input pass staged (after the
-    contribution bound, with the source-level unit), each object prepared once and staged again."""
+    """Step 4 of the module docstring: the group files the input pass staged, read by every later
+    job; with the source-level unit, the contribution bound (by source) and the bounded claims
+    staged again by object."""
     privacy, timer, staging = context.config.privacy, context.timer, context.staging
     input_schema = checked.input_schema
     bounded_rows = None
@@ -537,15 +538,9 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
-    with timer.stage("prepare objects"):
-        schema = prepared_schema(input_schema)
-        prepared_claims = engine.map_groups(
-            claims, "object_id", prepare_block, schema, side=release_bandwidth(context.config), keeps_groups=True
-        )
-        prepared_files = engine.write_groups(prepared_claims, "object_id", staging / "prepared", schema)
-        if bounded_rows is not None:
+            bounded_files = engine.write_groups(claims, "object_id", staging / "bounded", input_schema)
             engine.unpersist(claims)
-        claims = engine.read_groups_streaming(prepared_files, "object_id", schema)
+            claims = engine.read_groups_streaming(bounded_files, "object_id", input_schema)
     return StagedClaims(claims, bounded_rows)
 
 
@@ -570,7 +565,7 @@ def global_source_quality(
 
     def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
         contributions = engine.map_groups(
-            staged.claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current)
+            staged.claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current, release_bandwidth(config))
         )
         return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
 
@@ -599,6 +594,7 @@ def synthesis_side(context: ReleaseContext, plan: CrowdPlan, quality: SourceQual
         parameters=plan.parameters,
         secret=context.secret,
         release_id=context.release_id,
+        bandwidth=plan.bandwidth,
     )
 
 

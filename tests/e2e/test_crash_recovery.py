@@ -34,7 +34,6 @@ TABULAR_POINTS = [
 ]
 CROWD_POINTS = [
     "admitted", "reserved", "stage:list input", "stage:read and check input", "inputs checked",
-    "stage:prepare objects",
     "stage:global weights", "stage:synthesize", "stage:write staging", "stage:validate output", "stage:publish",
     "publish:files-moved", "published",
 ]

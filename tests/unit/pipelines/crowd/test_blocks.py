@@ -1,27 +1,24 @@
 """The crowd release's worker-side functions (``pipelines/crowd/blocks.py``) on small hand-built
 frames, against hand-computed weights and the ``transforms.crowd`` functions called directly; each
 object's output must not depend on the other objects of its frame. The bandwidth is the release's
-public constant (``prepare_block``'s side value), never fitted to the claims."""
+public constant (the side values' ``bandwidth``), never fitted to the claims."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from pipelines.crowd.blocks import (
-    BANDWIDTH,
     SUMMARY_ROW,
     BoundSide,
     GlobalPassSide,
     SynthesisSide,
     bound_block,
     global_pass_block,
+    object_block,
     object_weights,
-    prepare_block,
-    prepared_block,
-    prepared_schema,
+    public_bandwidths,
     released_rows,
     summary_rows,
     synthesis_block,
@@ -64,7 +61,7 @@ def side(method: str, cap: float = RATIO_CAP, local_cap: float = LOCAL_RATIO_CAP
          synthesis: SynthesisParameters = PARAMETERS) -> SynthesisSide:
     return SynthesisSide(source_quality=QUALITY, weights_method=method, local_tolerance=1e-6,
                          local_max_iterations=50, weight_ratio_cap=cap, local_ratio_cap=local_cap,
-                         parameters=synthesis, secret=SECRET, release_id="blocks")
+                         parameters=synthesis, secret=SECRET, release_id="blocks", bandwidth=BANDWIDTH_VALUE)
 
 
 def clipped_by_hand(factor: np.ndarray, cap: float) -> np.ndarray:
@@ -73,58 +70,37 @@ def clipped_by_hand(factor: np.ndarray, cap: float) -> np.ndarray:
     return raised / raised.sum()
 
 
-def test_prepared_schema_appends_the_bandwidth() -> None:
-    schema = pa.schema([pa.field("object_id", pa.int64()), pa.field("source_id", pa.int64()),
-                        pa.field("value", pa.float64())])
-    prepared = prepared_schema(schema)
-    assert prepared.names == ["object_id", "source_id", "value", BANDWIDTH]
-    assert prepared.field(BANDWIDTH).type == pa.float64() and not prepared.field(BANDWIDTH).nullable
-
-
-def test_prepare_block_orders_the_claims_and_attaches_the_public_bandwidth() -> None:
-    prepared = prepare_block(CLAIMS.sample(frac=1.0, random_state=3), BANDWIDTH_VALUE)
-    assert list(prepared.columns) == ["object_id", "source_id", "value", BANDWIDTH]
-    assert prepared["object_id"].tolist() == [10, 10, 10, 20, 20, 20, 20, 20, 30, 30, 30]
-    assert prepared["source_id"].tolist() == [1, 3, 4, 1, 2, 3, 4, 5, 1, 2, 3]
-    assert prepared["value"].tolist() == [0.0, 0.5, 7.0, 1.0, 2.0, 3.0, 4.0, 10.0, 2.5, 2.5, 2.5]
-    assert prepared[BANDWIDTH].dtype == np.float64
-    # the same public constant for every object, whatever its claims (object 30's are all equal)
-    assert prepared[BANDWIDTH].tolist() == [BANDWIDTH_VALUE] * 11
-    # and not the data-fitted rule: that would differ per object
+def test_object_block_orders_the_claims_and_the_bandwidth_is_the_public_constant() -> None:
+    block = object_block(CLAIMS.sample(frac=1.0, random_state=3))
+    reference = ClaimsBlock.from_frame(CLAIMS)
+    for name in ("object_ids", "offsets", "source_ids", "values"):
+        np.testing.assert_array_equal(getattr(block, name), getattr(reference, name))
+    np.testing.assert_array_equal(block.object_ids, [10, 20, 30])
+    np.testing.assert_array_equal(block.source_ids, [1, 3, 4, 1, 2, 3, 4, 5, 1, 2, 3])
+    # the same public constant for every object, whatever its claims (object 30's are all equal) ...
+    np.testing.assert_array_equal(public_bandwidths(block, BANDWIDTH_VALUE), [BANDWIDTH_VALUE] * 3)
+    moved = object_block(CLAIMS.assign(value=CLAIMS["value"] * 7.0 - 3.0))
+    np.testing.assert_array_equal(public_bandwidths(moved, 4), [4.0] * 3)
+    # ... and not the data-fitted rule: that would differ per object
     fitted = object_bandwidths(ClaimsBlock.from_frame(CLAIMS), 1e-3)
     assert len(set(fitted.tolist())) == 3
 
 
-def test_the_bandwidth_does_not_depend_on_the_claims() -> None:
-    moved = CLAIMS.assign(value=CLAIMS["value"] * 7.0 - 3.0)
-    assert prepare_block(moved, 0.5)[BANDWIDTH].tolist() == prepare_block(CLAIMS, 0.5)[BANDWIDTH].tolist()
-    assert prepare_block(CLAIMS, 4)[BANDWIDTH].tolist() == [4.0] * 11
-
-
-def test_prepared_block_recovers_the_block_and_one_bandwidth_per_object() -> None:
-    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
-    block, bandwidths = prepared_block(prepared.iloc[::-1].reset_index(drop=True))
-    reference = ClaimsBlock.from_frame(CLAIMS)
-    for name in ("object_ids", "offsets", "source_ids", "values"):
-        np.testing.assert_array_equal(getattr(block, name), getattr(reference, name))
-    np.testing.assert_array_equal(bandwidths, [BANDWIDTH_VALUE] * 3)
-
-
 def test_global_pass_matches_the_source_loss_contributions() -> None:
-    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
-    result = global_pass_block(prepared, GlobalPassSide(QUALITY))
+    result = global_pass_block(CLAIMS, GlobalPassSide(QUALITY, BANDWIDTH_VALUE))
     block = ClaimsBlock.from_frame(CLAIMS)
     expected = source_loss_contributions(block, np.full(3, BANDWIDTH_VALUE), QUALITY)
     pd.testing.assert_frame_equal(result, expected)
     assert result["source_id"].tolist() == [1, 2, 3, 4, 5]
     assert result["objects"].tolist() == [3, 2, 3, 2, 1]
     # another bandwidth gives other losses: the side value really is used
-    other = global_pass_block(prepare_block(CLAIMS, 4.0 * BANDWIDTH_VALUE), GlobalPassSide(QUALITY))
+    other = global_pass_block(CLAIMS, GlobalPassSide(QUALITY, 4.0 * BANDWIDTH_VALUE))
     assert not other["loss_fixed"].equals(result["loss_fixed"])
 
 
 def test_uniform_and_global_weights_by_hand() -> None:
-    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
+    block = object_block(CLAIMS)
+    bandwidths = public_bandwidths(block, BANDWIDTH_VALUE)
     uniform = object_weights(block, bandwidths, side("uniform"))
     np.testing.assert_allclose(uniform, np.repeat([1 / 3, 1 / 5, 1 / 3], [3, 5, 3]), rtol=1e-15)
     # The global factor is sqrt(g): object 10 (sources 1, 3, 4: g = 1, 0.5, 4) has sqrt ratio 2 sqrt 2 < 100.
@@ -144,7 +120,8 @@ def test_uniform_and_global_weights_by_hand() -> None:
 
 @pytest.mark.parametrize("method", ["uniform", "global", "local", "combined"])
 def test_object_weights_are_the_seed_weights_of_the_method(method: str) -> None:
-    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
+    block = object_block(CLAIMS)
+    bandwidths = public_bandwidths(block, BANDWIDTH_VALUE)
     weights = object_weights(block, bandwidths, side(method))
     local = local_weights(block, bandwidths, 1e-6, 50).weights
     np.testing.assert_array_equal(
@@ -170,7 +147,8 @@ def test_object_weights_are_the_seed_weights_of_the_method(method: str) -> None:
 def test_the_local_factor_is_what_the_combined_weights_take_from_the_claims() -> None:
     """Object 10's outlier (7.0) gets a smaller local weight; in the combined weights its factor is
     lifted to at least ``max / R_l``, so the local part's ratio is at most ``R_l``."""
-    block, bandwidths = prepared_block(prepare_block(CLAIMS, BANDWIDTH_VALUE))
+    block = object_block(CLAIMS)
+    bandwidths = public_bandwidths(block, BANDWIDTH_VALUE)
     local = local_weights(block, bandwidths, 1e-6, 50).weights
     assert local[2] < local[0]
     combined = object_weights(block, bandwidths, side("combined"))
@@ -186,9 +164,9 @@ def test_the_local_factor_is_what_the_combined_weights_take_from_the_claims() ->
                                                    ("global", {"max_attempts_per_claim": 1})])
 def test_synthesis_block_is_synthesize_block_with_one_summary_row_per_object(method: str, overrides: dict) -> None:
     synthesis = parameters(**overrides)
-    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
-    result = synthesis_block(prepared, side(method, synthesis=synthesis))
-    block, bandwidths = prepared_block(prepared)
+    result = synthesis_block(CLAIMS.sample(frac=1.0, random_state=5), side(method, synthesis=synthesis))
+    block = object_block(CLAIMS)
+    bandwidths = public_bandwidths(block, BANDWIDTH_VALUE)
     local = local_weights(block, bandwidths, 1e-6, 50).weights
     weights = seed_weights(block, method, local, QUALITY.lookup(block.source_ids), RATIO_CAP, LOCAL_RATIO_CAP)
     direct = synthesize_block(block, np.full(3, BANDWIDTH_VALUE), weights, synthesis, SECRET, "blocks")
@@ -218,7 +196,7 @@ def test_synthesis_block_is_synthesize_block_with_one_summary_row_per_object(met
 
 
 def test_each_objects_synthesis_does_not_depend_on_the_other_objects() -> None:
-    prepared = prepare_block(CLAIMS, BANDWIDTH_VALUE)
+    prepared = CLAIMS
     together = synthesis_block(prepared, side("combined"))
     alone = pd.concat(
         [synthesis_block(prepared[prepared["object_id"] == object_id].reset_index(drop=True), side("combined"))
@@ -231,7 +209,7 @@ def test_each_objects_synthesis_does_not_depend_on_the_other_objects() -> None:
 def test_an_object_with_fewer_than_k_claims_is_suppressed() -> None:
     small = pd.DataFrame({"object_id": ["b", "b", "a", "a", "a"], "source_id": [1, 2, 1, 2, 3],
                           "value": [1.0, 2.0, 0.0, 1.0, 5.0]})
-    result = synthesis_block(prepare_block(small, BANDWIDTH_VALUE), side("uniform"))
+    result = synthesis_block(small, side("uniform"))
     summary = summary_rows(result, None).set_index("object_id")
     assert bool(summary.loc["b", "suppressed"]) and summary.loc["b", "released"] == 0
     assert summary.loc["b", ["attempts", "fallbacks", "capped"]].tolist() == [0, 0, 0]
