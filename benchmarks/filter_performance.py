@@ -43,7 +43,7 @@ Bars of the issue: VAE training on Adult under 5 minutes; filter training per ch
 
 Profile (Spark only): the files the release staged (``read_input_on_engine``'s staged files, the
 current staging path: written by the engine's input tasks; the driver-side ``stage_records`` this
-profile once patched is no longer called) are kept (hard links), and, after the release, the same
+profile once patched is gone) are kept (hard links), and, after the release, the same
 engine replays the privatize stage: (a) read + write without the batch function (the engine's IO,
 a JVM scan), (b) the stage as the pipeline runs it (the release's own ``map_fragments`` call, found
 by its result schema ``PRIVATIZED_FILES_SCHEMA``, its tasks' outputs redirected: each worker reads

@@ -556,9 +556,3 @@ def reason_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
     chosen = frame[frame["entry"] == REASON]
     return pd.DataFrame({"reason": chosen["reason"].astype(str).to_numpy(dtype=object),
                          "count": chosen["count"].to_numpy(np.int64)})
-
-
-def objects_among(frame: pd.DataFrame, ids: Any) -> pd.DataFrame:
-    """The rows of the objects ``ids`` (a few: the report's sample objects)."""
-    return frame[frame["object_id"].isin(list(ids))].reset_index(drop=True)
-

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.engines import storage
 from pipelines.engines.base import Engine
 from pipelines.filter.blocks import (
     PrivatizationSide,
@@ -712,17 +711,6 @@ def evaluation_samples(engine: Engine, context: ReleaseContext, prepared: Prepar
                                     staged["private"].to_numpy(np.int32)[members],
                                     staged["utility"].to_numpy(np.int32)[members]))
     return draws, samples
-
-
-def stage_records(table: pa.Table, folder: storage.Where, parallelism: int) -> list[storage.Where]:
-    """The compact records as files of contiguous records (whole groups of ``record``, sorted),
-    at least one per unit of the started engine's parallelism (one worker task per file)."""
-    staged = []
-    bounds = np.linspace(0, table.num_rows, staged_file_count(table.num_rows, parallelism) + 1).astype(np.int64)
-    for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        staged.append(storage.write_table(table.slice(int(start), int(stop - start)),
-                                          folder / f"records-{number:05d}.parquet", row_group_size=1 << 16))
-    return staged
 
 
 def release_file_tasks(checked: CheckedInput, folder: Path, parallelism: int) -> list[PrivatizeRange]:
