@@ -163,7 +163,7 @@ def sort_by_key(table: pa.Table, key: str) -> pa.Table:
 
 def sort_by_columns(table: pa.Table, columns: Sequence[str]) -> pa.Table:
     """Rows ordered by ``columns`` in turn (each ascending, nulls first); a compact copy."""
-    order = pc.sort_indices(table, sort_keys=[(column, "ascending") for column in columns], null_placement="at_start")
+    order = pc.sort_indices(table, sort_keys=[(column, "ascending", "at_start") for column in columns])
     return table.take(order)
 
 
@@ -334,8 +334,7 @@ def smallest_row(tables: Iterable[ArrowData | None], column: str) -> pa.Table | 
     if tied.num_rows > 1:
         others = [name for name in tied.column_names if name != column
                   and _sortable(tied.schema.field(name).type)]
-        order = pc.sort_indices(tied, sort_keys=[(name, "ascending") for name in others],
-                                null_placement="at_start")
+        order = pc.sort_indices(tied, sort_keys=[(name, "ascending", "at_start") for name in others])
         tied = tied.take(order[:1])
     return tied.slice(0, 1).combine_chunks()
 
