@@ -19,9 +19,13 @@ when
 * its ``input.path`` picks files by a private column: a ``key=value`` segment of the path or the
   glob (``claims/value=60/``, ``records/group=*/``) or a declared ``partition_columns`` level
   whose key is private (checked from the configuration, before anything is reserved);
-* a hive partition key of the listed fragments is a private column (checked on the listing,
-  metadata only, before any row is read): the protected value would come from a folder name and
-  the input's order (``ROW_ID``: files in path order) would follow it.
+* a listed fragment's file lies under a ``key=value`` folder whose key is a private column —
+  whether or not the folders become columns (``partition_columns: []`` keeps the column in the
+  files but not their order: files are read in path order) — or comes from an Iceberg table
+  whose partition spec or sort order (any transform) uses a private column (checked on the
+  listing, metadata only, before any row is read): the input's order (``ROW_ID``) would follow
+  the protected value. A glob's wildcards in a folder key (``[g]roup=a``) are matched against
+  the private columns' names.
 
 Each kind declares its private columns in its own room (``private_columns`` in
 ``pipelines/<kind>/input.py``), as a mapping from column name to what the column is, for the
@@ -38,6 +42,7 @@ only when a row filter is present.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import unquote
 
@@ -89,12 +94,20 @@ def path_partition_keys(path: str) -> list[str]:
     return keys
 
 
+GLOB_CHARACTERS = frozenset("*?[")
+
+
 def _private(name: str, private: Mapping[str, str]) -> str | None:
-    """What ``name`` is when it is a private column (case-insensitive; ``a.b`` also as ``a``)."""
+    """What ``name`` is when it is a private column (case-insensitive; ``a.b`` also as ``a``; a
+    name with glob wildcards when it matches one)."""
     folded = {column.casefold(): what for column, what in private.items()}
     for candidate in (name, name.split(".", 1)[0]):
         if candidate.casefold() in folded:
             return folded[candidate.casefold()]
+    if GLOB_CHARACTERS & set(name):
+        for column, what in folded.items():
+            if fnmatchcase(column, name.casefold()):
+                return what
     return None
 
 
@@ -121,21 +134,42 @@ def refuse_private_selection(spec: SourceSpec, private: Mapping[str, str], kind:
 
 
 def refuse_private_partitions(fragments: Sequence[Any], private: Mapping[str, str], kind: str) -> None:
-    """On the listing (metadata only, before any row is read): refuse a hive partition key of the
-    fragments that is a private column — its values would come from folder names and the input's
-    order would follow them."""
-    for key in _partition_keys(fragments):
+    """On the listing (metadata only, before any row is read): refuse fragments whose files lie
+    under ``key=value`` folders of a private column (partition columns or not: the files are read
+    in path order) or come from an Iceberg table laid out by one (partition spec or sort order) —
+    the input's order would follow the protected value."""
+    for key in _folder_keys(fragments):
         what = _private(key, private)
         if what is not None:
-            raise ConfigError(f"input.path: partition folders '{key}=...' give column '{key}', which {kind} "
-                              f"releases treat as private ({what}); a private column may not come from a folder "
-                              f"name; {GUIDE}")
+            raise ConfigError(f"input.path: partition folders '{key}=...' are cut by column '{key}', which {kind} "
+                              f"releases treat as private ({what}); the input's order may not follow a private "
+                              f"column; {GUIDE}")
+    for column in _layout_columns(fragments):
+        what = _private(column, private)
+        if what is not None:
+            raise ConfigError(f"input.table: the table is partitioned or sorted by column '{column}', which {kind} "
+                              f"releases treat as private ({what}); the input's order may not follow a private "
+                              f"column; {GUIDE}")
 
 
-def _partition_keys(fragments: Iterable[Any]) -> list[str]:
+def _folder_keys(fragments: Iterable[Any]) -> list[str]:
+    """Every ``key=value`` folder key of the fragments' partitions and file paths."""
     keys: list[str] = []
     for fragment in fragments:
-        for key, _ in fragment.partition:
+        found = [key for key, _ in fragment.partition]
+        if getattr(fragment, "iceberg", None) is None:
+            found += path_partition_keys(fragment.name)
+        for key in found:
             if key not in keys:
                 keys.append(key)
     return keys
+
+
+def _layout_columns(fragments: Iterable[Any]) -> list[str]:
+    columns: list[str] = []
+    for fragment in fragments:
+        scan = getattr(fragment, "iceberg", None)
+        for column in scan.layout_columns if scan is not None else ():
+            if column not in columns:
+                columns.append(column)
+    return columns

@@ -119,6 +119,9 @@ class IcebergScan:
     delete_files: tuple[str, ...]
     task: bytes = field(repr=False)
     properties: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    layout_columns: tuple[str, ...] = ()
+    """The columns the table's layout follows: every partition spec's and sort order's source
+    columns (its files, and so the input's order, are cut by them: ``selection``)."""
 
 
 @dataclass(frozen=True)
@@ -446,6 +449,7 @@ def _list_table(spec: SourceSpec) -> list[Fragment]:
         io_properties = tuple(sorted((key, value) for key, value in table.io.properties.items()
                                      if key.startswith(FILEIO_PREFIXES)))
         metadata_location = table.metadata_location
+        layout_columns = _layout_columns(metadata)
     finally:
         lake.close()
     if not tasks:
@@ -456,11 +460,28 @@ def _list_table(spec: SourceSpec) -> list[Fragment]:
         scan = IcebergScan(
             table=spec.table, metadata_location=metadata_location, snapshot_id=snapshot_id,
             row_filter=spec.row_filter, delete_files=tuple(sorted(file.file_path for file in task.delete_files)),
-            task=_pickled_task(task), properties=io_properties,
+            task=_pickled_task(task), properties=io_properties, layout_columns=layout_columns,
         )
         fragments.append(Fragment(where=storage.location(task.file.file_path, dict(io_properties)), format="iceberg",
                                   ordinal=ordinal, size=task.file.file_size_in_bytes, iceberg=scan))
     return fragments
+
+
+def _layout_columns(metadata: Any) -> tuple[str, ...]:
+    """The source columns of every partition spec and sort order a table has had (its files may
+    be of any of them)."""
+    source_ids = [part.source_id for spec in metadata.partition_specs for part in spec.fields]
+    source_ids += [part.source_id for order in metadata.sort_orders for part in order.fields]
+    names: list[str] = []
+    for schema in metadata.schemas:
+        for source_id in source_ids:
+            try:
+                name = schema.find_column_name(source_id)
+            except ValueError:
+                continue
+            if name is not None and name not in names:
+                names.append(name)
+    return tuple(names)
 
 
 _STATISTICS = ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")

@@ -107,6 +107,10 @@ def test_the_row_filter_columns_are_every_reference_of_the_expression() -> None:
     (SourceSpec(table="db.t", lake="lake", row_filter="answer.raw > 1"), "input.row_filter: names column 'answer.raw'"),
     (SourceSpec(path="claims/answer=60/part.csv"), "input.path: picks files by the folder key 'answer='"),
     (SourceSpec(path="claims/answer=*/part.csv"), "input.path: picks files by the folder key 'answer='"),
+    # a glob's wildcards in the folder key (the second review's R2)
+    (SourceSpec(path="claims/[a]nswer=[5-9]*/part.csv", partition_columns=[]),
+     "input.path: picks files by the folder key '[a]nswer='"),
+    (SourceSpec(path="claims/ans?er=6*/part.csv"), "input.path: picks files by the folder key 'ans?er='"),
     (SourceSpec(path="claims", partition_columns=["day", "answer"]), "input.partition_columns: names 'answer'"),
 ])
 def test_a_selection_on_a_private_column_is_refused_from_the_config(spec: SourceSpec, message: str) -> None:
@@ -173,7 +177,7 @@ def test_crowd_partition_folders_of_the_value_are_refused_when_listed(
         folder.mkdir(parents=True, exist_ok=True)
         part.drop(columns=["answer"]).to_csv(folder / "part-0.csv", index=False)
     config = crowd_config(tmp_path, tmp_path / "claims", tmp_path / "lake")
-    assert_refused(config, "crowd-part-1", capsys, "input.path: partition folders 'answer=...' give column 'answer'",
+    assert_refused(config, "crowd-part-1", capsys, "input.path: partition folders 'answer=...' are cut by column 'answer'",
                    reserved=True)
 
 
@@ -207,7 +211,7 @@ def test_tabular_partition_folders_of_an_attribute_are_refused_when_listed(
     rewrite(config, input={**document["input"], "path": "records"})
     prepare_for(config, unit="record")
     assert_refused(config, "tab-part-1", capsys,
-                   "input.path: partition folders 'married=...' give column 'married', which tabular releases "
+                   "input.path: partition folders 'married=...' are cut by column 'married', which tabular releases "
                    "treat as private (an attribute of the schema)")
 
 
@@ -261,8 +265,42 @@ def test_filter_a_private_label_from_partition_folders_is_refused_for_both_neigh
         write_label_partitions(tmp_path / f"records-{number}", frame)
         rewrite(config, input={"path": f"records-{number}"})
         assert_refused(config, f"filter-part-{number}", capsys,
-                       "input.path: partition folders 'group=...' give column 'group', which filter releases "
+                       "input.path: partition folders 'group=...' are cut by column 'group', which filter releases "
                        "treat as private (the private label 'group' of choice 'hide-group')", reserved=True)
     # a glob that picks the label's folder is refused from the config
     rewrite(config, input={"path": "records-0/group=a/*.csv"})
     assert_refused(config, "filter-glob-1", capsys, "input.path: picks files by the folder key 'group='")
+
+
+def test_filter_label_folders_are_refused_when_they_do_not_become_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The second review's R2: with ``partition_columns: []`` the files keep the label column and
+    the folders do not become columns, but the files are still read in path order."""
+    data = people(300, seed=7)
+    config = filter_case(tmp_path, evaluation={"enabled": False})
+    prepare_for(config)
+    assert main(["train-encoder", str(config)]) == 0
+    for value, part in data.groupby("group"):
+        (tmp_path / "records" / f"group={value}").mkdir(parents=True)
+        part.to_csv(tmp_path / "records" / f"group={value}" / "part-0.csv", index=False)
+    rewrite(config, input={"path": "records", "partition_columns": []})
+    assert_refused(config, "filter-folders-1", capsys, "input.path: partition folders 'group=...' are cut by column "
+                   "'group', which filter releases treat as private", reserved=True)
+
+
+def test_filter_an_iceberg_table_partitioned_by_a_private_label_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The second review's R1: an Iceberg table's files (and so the input's order) cut by the label."""
+    rows = pa.Table.from_pandas(people(300, seed=7), preserve_index=False)
+    with Lake(tmp_path / "input-lake") as lake:
+        lake.catalog.create_namespace("db")
+        table = lake.catalog.create_table("db.records", schema=rows.schema)
+        with table.update_spec() as spec:
+            spec.add_identity("group")
+        table.append(rows)
+    config = filter_case(tmp_path, evaluation={"enabled": False})
+    prepare_for(config)
+    assert main(["train-encoder", str(config)]) == 0
+    rewrite(config, input={"table": "db.records", "lake": str(tmp_path / "input-lake")})
+    assert_refused(config, "filter-table-1", capsys, "input.table: the table is partitioned or sorted by column "
+                   "'group', which filter releases treat as private", reserved=True)
