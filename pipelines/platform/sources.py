@@ -770,33 +770,17 @@ def row_error(fragments: Sequence[Fragment], row_id: int, message: str, column: 
 
 def fragment_fingerprint(fragment: Fragment, key: bytes | None = None) -> str:
     """``sha256:<hex>`` of the file's bytes (``hmac-sha256:<hex>`` with the lake's fingerprint
-    ``key``: the same digest as the policy's keyed file fingerprints); for an Iceberg data file, of
-    its bytes, each delete file's bytes and the row filter — its content, not its path, so that a
-    copy of a table's files under another table is the same input (issue 15 review, F4). Run where
-    the fragment is read: nothing is collected on the driver but the digest."""
+    ``key``: the same digest as the policy's keyed file fingerprints). An Iceberg fragment is
+    fingerprinted by its data file's bytes alone, exactly as that file read as plain Parquet, so
+    that a copy of a table's files — under another table, read as a folder of Parquet files, or
+    with another row filter or other delete files — is the same input to the policy's copy check
+    (issue 15 reviews, F4 and R5). Run where the fragment is read: nothing is collected on the
+    driver but the digest."""
     digest = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
-    if fragment.iceberg is None:
-        _hash_file(digest, fragment.where)
-    else:
-        scan = fragment.iceberg
-        digest.update(b"privlake-iceberg-data-file\0")
-        _hash_file(digest, fragment.where, framed=True)
-        for delete_file in scan.delete_files:
-            _hash_file(digest, storage.location(delete_file, dict(scan.properties)), framed=True)
-        digest.update(json.dumps({"row_filter": scan.row_filter}).encode())
-    return ("hmac-sha256:" if key is not None else "sha256:") + digest.hexdigest()
-
-
-def _hash_file(digest: Any, where: Where, framed: bool = False) -> None:
-    """``digest`` updated with the file's bytes (``framed``: followed by their count, so that the
-    files of an Iceberg fragment cannot be re-cut into other files of the same digest)."""
-    total = 0
-    with storage.open_input(where) as handle:
+    with storage.open_input(fragment.where) as handle:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
-            total += len(chunk)
-    if framed:
-        digest.update(b"\0" + str(total).encode() + b"\0")
+    return ("hmac-sha256:" if key is not None else "sha256:") + digest.hexdigest()
 
 
 def fingerprint_fragments(fragments: Iterable[Fragment], key: bytes | None = None) -> list[tuple[int, str]]:

@@ -1,8 +1,10 @@
-"""A copy of an Iceberg table another dataset read is refused like a copied file (issue 15 review,
-finding F4): an Iceberg fragment's keyed fingerprint is of its data file's bytes (with its delete
-files' and the row filter), not of its path, so a table whose data files are copies of another
-table's gives the fingerprints the other dataset recorded. (With the fragments' path identity as
-their fingerprint, as before, the copy published with a fresh budget.)"""
+"""A copy of an Iceberg table another dataset read is refused like a copied file (issue 15 reviews,
+findings F4 and R5): an Iceberg fragment's keyed fingerprint is of its data file's bytes alone, as
+the file read as plain Parquet, so a table whose data files are copies of another table's, the
+same files read as a Parquet folder, or the table read with another row filter give the
+fingerprints the other dataset recorded. (With the fragments' path identity as their fingerprint
+the copied table published with a fresh budget; with the row filter in the digest, a filter that
+keeps every row did.)"""
 
 from __future__ import annotations
 
@@ -39,18 +41,32 @@ def test_a_release_reading_a_copied_table_is_refused(tmp_path: Path) -> None:
             shutil.copyfile(task.file.file_path.removeprefix("file://"), target)
             copied.append(str(target))
         lake.catalog.create_table("db.claims_copy", schema=rows.schema).add_files(copied)
+        again = []
+        for path in copied:  # a second copy, read with a row filter that keeps every row
+            target = Path(path).with_name("again-" + Path(path).name)
+            shutil.copyfile(path, target)
+            again.append(str(target))
+        lake.catalog.create_table("db.claims_again", schema=rows.schema).add_files(again)
 
-    def release(dataset: str, table: str, release_id: str) -> dict:
+    def release(dataset: str, source: dict, release_id: str) -> dict:
         config = conformance_config(tmp_path / "unused.csv", tmp_path / "lake")
         config["dataset"] = dataset
-        config["input"] = {"table": table, "lake": str(inputs)}
+        config["input"] = source
         with make_engine("local") as engine:
             return release_on_engine(engine, config, release_id)
 
-    assert len(release("first", "db.claims", "t-1")["rows"]) > 0
-    with pytest.raises(ReleaseRefused, match="identical to one of dataset 'first'"):
-        release("second", "db.claims_copy", "t-2")
+    assert len(release("first", {"table": "db.claims", "lake": str(inputs)}, "t-1")["rows"]) > 0
+    copies_read = [
+        ("second", {"table": "db.claims_copy", "lake": str(inputs)}),
+        ("third", {"path": str(copies / "0*.parquet"), "format": "parquet"}),
+        ("fourth", {"table": "db.claims_again", "lake": str(inputs), "row_filter": "object_id >= 0"}),
+    ]
+    for number, (dataset, source) in enumerate(copies_read, start=2):
+        with pytest.raises(ReleaseRefused, match="identical to one of dataset 'first'"):
+            release(dataset, source, f"t-{number}")
+        with Lake(tmp_path / "lake") as lake:
+            assert not lake.is_published(f"t-{number}")
+            event = PrivacyLedger(lake).latest_event(dataset, f"t-{number}")
+        assert event is not None and event["status"] == "refunded", f"{dataset}: a refused release is not charged"
     with Lake(tmp_path / "lake") as lake:
-        assert lake.is_published("t-1") and not lake.is_published("t-2")
-        event = PrivacyLedger(lake).latest_event("second", "t-2")
-    assert event is not None and event["status"] == "refunded", "a refused release is not charged"
+        assert lake.is_published("t-1")
