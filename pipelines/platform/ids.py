@@ -29,6 +29,9 @@ def check_release_id(release_id: str) -> str:
 
 
 def new_release_id(dataset: str) -> str:
-    """``<dataset>-<UTC time>-<6 random hex digits>``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{dataset}-{stamp}-{os.urandom(3).hex()}"
+    """``<dataset>-<UTC date>-<8 random hex digits>``. The date only: a release id is public (it
+    names the release's table), and a start time to the second would, against the public
+    publication time, tell readers how long the release ran — which depends on the data
+    (docs/PRIVACY.md, the crowd's "Not covered"; second issue-15 review, R3)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d")
+    return f"{dataset}-{stamp}-{os.urandom(4).hex()}"
