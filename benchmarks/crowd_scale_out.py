@@ -201,25 +201,25 @@ def markdown(machine: dict, rows: list[dict], checks: list[dict], arguments: arg
     def ratio(value: float | None) -> str:
         return "–" if value is None else f"{value:.2f}"
 
-    main = table(
+    main = "\n".join(table(
         ["claims", "variant", "runs", "wall s", "µs / claim", "× floor", "driver peak MiB", "executor peak MiB",
          "CPU s"],
         [(r["claims"], r["variant"], r["runs"], r["wall_seconds"], r["microseconds_per_claim"], r["over_floor"],
           r["driver_peak_mib"], r["executor_peak_mib"] or None, r["cpu_seconds"]) for r in rows],
         align="rlrrrrrrr", formats=[",", None, None, ".1f", ".2f", ratio, ".0f", lambda v: "–" if v is None else f"{v:,.0f}",
                                     ".0f"],
-    )
-    verdicts = table(["check", "measured", "target", "met"],
-                     [(c["check"], c["value"], c["target"], "yes" if c["met"] else "**no**") for c in checks],
-                     align="lrrl", formats=[None, ".2f", None, None])
+    ))
+    verdicts = "\n".join(table(["check", "measured", "target", "met"],
+                                [(c["check"], c["value"], c["target"], "yes" if c["met"] else "**no**") for c in checks],
+                                align="lrrl", formats=[None, ".2f", None, None]))
     stage_names = list(dict.fromkeys(name for row in rows for name in row["timings"]))
     spark_rows = [row for row in rows if row["variant"] != "floor"]
-    stages = table(
-        ["stage", *(f"{row['variant']} {row['claims']:.0e}" for row in spark_rows)],
+    stages = "\n".join(table(
+        ["stage", *(f"{row['variant']}, {row['claims']:,}" for row in spark_rows)],
         [[name, *(row["timings"].get(name, 0.0) for row in spark_rows)] for name in stage_names]
         + [["whole release (wall)", *(row["wall_seconds"] for row in spark_rows)]],
         formats=[None, *([".1f"] * len(spark_rows))],
-    )
+    ))
     sizes = ", ".join(f"{claims:,} claims: {size / 2**20:,.0f} MiB in {-(-claims // arguments.rows_per_file)} files"
                       for claims, size in sorted(input_bytes.items()))
     return (
@@ -239,11 +239,24 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     parser.add_argument("--floor-sizes", type=int, nargs="*", default=[10_000_000],
                         help="sizes the floor runs at (it holds the claims in one process)")
+    parser.add_argument("--larger-variants", nargs="+", choices=VARIANTS,
+                        help="the variants run at the sizes above the smallest (default: all of --variants)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--rows-per-file", type=int, default=500_000)
     parser.add_argument("--workdir", type=Path, help="where the inputs and lakes go (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=RESULTS / "crowd_scale_out.json")
+    parser.add_argument("--render", action="store_true", help="only write the Markdown again from --out's JSON")
     arguments = parser.parse_args()
+    if arguments.render:
+        saved = json.loads(arguments.out.read_text())
+        arguments.rows_per_file = saved["rows_per_file"]
+        arguments.repeats = max(run["repeat"] for run in saved["runs"]) + 1
+        arguments.sizes = sorted({run["claims"] for run in saved["runs"]})
+        loads = [run["load_average_before"] for run in saved["runs"]]
+        text = markdown(saved["machine"], saved["summary"], saved["checks"], arguments, loads,
+                        {int(claims): size for claims, size in saved.get("input_bytes", {}).items()})
+        arguments.out.with_suffix(".md").write_text(text)
+        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its cluster
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -267,6 +280,9 @@ def main() -> None:
                     for variant in order:
                         if variant == "floor" and claims not in arguments.floor_sizes:
                             continue
+                        if arguments.larger_variants and claims > min(arguments.sizes) \
+                                and variant not in arguments.larger_variants:
+                            continue
                         loads.append(os.getloadavg()[0])
                         report = run_variant(variant, folder, workdir, repeat, cluster)
                         report.update(claims=claims, repeat=repeat, load_average_before=loads[-1])
@@ -287,7 +303,8 @@ def main() -> None:
     print("\n" + text)
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
     arguments.out.write_text(json.dumps({"machine": machine, "settings": SETTINGS, "rows_per_file": arguments.rows_per_file,
-                                         "summary": rows, "checks": checks, "runs": runs}, indent=2) + "\n")
+                                         "input_bytes": input_bytes, "summary": rows, "checks": checks, "runs": runs},
+                                        indent=2) + "\n")
     arguments.out.with_suffix(".md").write_text(text)
 
 

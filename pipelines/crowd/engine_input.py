@@ -347,12 +347,16 @@ class GroupSide:
         return self.folder / f"part-{index:05d}.parquet"
 
 
-def _bucket_batch(where: Where, index: int) -> pa.RecordBatch:
+def _bucket_batches(where: Where, first: int, last: int) -> list[pa.RecordBatch]:
+    """Buckets ``first`` to ``last`` of one fragment's file, the file opened once (a task opening
+    it once per bucket made pass 2 cost fragments x buckets file opens: 553 s at 10^8 claims)."""
     if isinstance(where, Path):  # read at offsets, not memory-mapped (repeated_keys does the same)
         with pa.OSFile(str(where)) as source:
-            return pa.ipc.open_file(source).get_batch(index)
+            reader = pa.ipc.open_file(source)
+            return [reader.get_batch(index) for index in range(first, last + 1)]
     with storage.open_input(where) as source:
-        return pa.ipc.open_file(source).get_batch(index)
+        reader = pa.ipc.open_file(source)
+        return [reader.get_batch(index) for index in range(first, last + 1)]
 
 
 def _reconciled(column: pa.Array, integers: bool) -> np.ndarray:
@@ -371,8 +375,9 @@ def _metric(code: int, count: int, row_id: int | None = None, detail: int | None
 def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     """Pass 2 for one bucket (module docstring)."""
     schema = crowd_group_summary_schema()
-    parts = [batch for index in range(task.index, task.last + 1) for batch in
-             (_bucket_batch(file, index) for file in side.files) if batch.num_rows]
+    # by file, then bucket (the rows are put in ROW_ID order below, whatever the order here)
+    parts = [batch for file in side.files for batch in _bucket_batches(file, task.index, task.last)
+             if batch.num_rows]
     if not parts:
         return schema.empty_table()
     objects = np.concatenate([_reconciled(part.column(0), side.object_integers) for part in parts])
