@@ -34,7 +34,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -77,6 +77,53 @@ class LazyPartitions(Sequence[pa.Table]):
 
     def __iter__(self) -> Iterator[pa.Table]:
         return (self.make(index) for index in range(self.count))
+
+
+def _spill_by_key(partitions: Iterable[pa.Table], schema: pa.Schema, key: str, buckets: int,
+                  sort: Sequence[str], directory: Path) -> list[tuple[int, Callable[[], pa.Table]]]:
+    """Rows spilled to key buckets, for grouping or sharding more rows than this process holds
+    (``cluster_by_key`` above ``spill_bytes``, ``write_by_key``).
+
+    Each partition, as it is read, is conformed to ``schema`` and its rows are appended to their
+    bucket's Arrow stream file under ``directory``; the bucket is CRC-32 of the key's
+    ``canonical_key`` bytes modulo ``buckets`` (``arrow.key_partition_ids``, as every engine
+    partitions), and a bucket's rows keep their input order. Returns the buckets that got rows,
+    ascending, each with a function that reads its rows back sorted by ``sort`` (a stable sort, so
+    ties keep input order). So this process holds one partition and one bucket's share of it while
+    spilling, and one bucket when it reads. The files are closed here, also on an error; the caller
+    owns ``directory`` and removes it.
+    """
+    sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
+
+    def spill(partition: pa.Table) -> None:  # a function, so its arrays are freed before the next partition
+        partition = arrow.conform_table(partition, schema)
+        ids = arrow.key_partition_ids(partition.column(key), buckets)
+        order = np.argsort(ids, kind="stable")  # each bucket's rows, in input order
+        sorted_ids = ids[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_ids)) + 1, [len(sorted_ids)]])
+        for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+            bucket = int(sorted_ids[start])
+            if bucket not in sinks:
+                sink = pa.OSFile(str(directory / f"{bucket:06d}.arrow"), "wb")
+                sinks[bucket] = (sink, pa.ipc.new_stream(sink, schema))
+            sinks[bucket][1].write_table(partition.take(pa.array(order[start:end])))
+
+    try:
+        for partition in partitions:
+            if partition.num_rows:
+                spill(partition)
+    finally:
+        for sink, writer in sinks.values():
+            writer.close()
+            sink.close()
+
+    def reader(bucket: int) -> Callable[[], pa.Table]:
+        def read() -> pa.Table:
+            with pa.OSFile(str(directory / f"{bucket:06d}.arrow")) as stored:
+                return arrow.sort_by_columns(pa.ipc.open_stream(stored).read_all(), sort)
+        return read
+
+    return [(bucket, reader(bucket)) for bucket in sorted(sinks)]
 
 
 @dataclass(eq=False)
@@ -231,50 +278,23 @@ class LocalEngine(Engine):
         """``cluster_by_key`` of an input above ``spill_bytes`` (module docstring): every row written
         to its key bucket's Arrow file as its partition is read; the buckets, read and sorted on
         demand, are the partitions."""
-        buckets = self.parallelism * SPILL_BUCKETS_PER_PARTITION
         directory = Path(tempfile.mkdtemp(prefix="privlake-groups-"))
-        sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
 
-        def spill(partition: pa.Table) -> None:
-            if not partition.num_rows:
-                return
-            partition = arrow.conform_table(partition, schema)
-            ids = arrow.key_partition_ids(partition.column(key), buckets)
-            order = np.argsort(ids, kind="stable")
-            ordered = partition.take(pa.array(order))
-            sorted_ids = ids[order]
-            starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_ids)) + 1, [len(sorted_ids)]])
-            for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-                bucket = int(sorted_ids[start])
-                if bucket not in sinks:
-                    sink = pa.OSFile(str(directory / f"{bucket:06d}.arrow"), "wb")
-                    sinks[bucket] = (sink, pa.ipc.new_stream(sink, schema))
-                sinks[bucket][1].write_table(ordered.slice(start, end - start))
+        def partitions_once() -> Iterator[pa.Table]:  # a held partition is let go once spilled
+            while held:
+                yield held.pop(0)
+            yield from rest
 
         try:
-            while held:
-                spill(held.pop(0))
-            for partition in rest:
-                spill(partition)
+            buckets = _spill_by_key(partitions_once(), schema, key, self.parallelism * SPILL_BUCKETS_PER_PARTITION,
+                                    [key], directory)
         except BaseException:
-            for sink, writer in sinks.values():
-                writer.close()
-                sink.close()
             shutil.rmtree(directory, ignore_errors=True)
             raise
-        for sink, writer in sinks.values():
-            writer.close()
-            sink.close()
-        files = [directory / f"{bucket:06d}.arrow" for bucket in sorted(sinks)]
-
-        def bucket_rows(index: int) -> pa.Table:
-            with pa.OSFile(str(files[index])) as stored:
-                return arrow.sort_by_key(pa.ipc.open_stream(stored).read_all(), key)
-
-        if not files:
+        if not buckets:
             shutil.rmtree(directory, ignore_errors=True)
             return self._collection(schema, [arrow.empty_table(schema)], key)
-        partitions = LazyPartitions(len(files), bucket_rows)
+        partitions = LazyPartitions(len(buckets), lambda index: buckets[index][1]())
         weakref.finalize(partitions, shutil.rmtree, directory, True)
         return self._collection(schema, partitions, key)
 
@@ -330,26 +350,8 @@ class LocalEngine(Engine):
         arrow.check_key(source.schema, key)
         written = []
         with tempfile.TemporaryDirectory(prefix="privlake-shards-") as spill:
-            sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
-            try:
-                for partition in source.partitions:
-                    if not partition.num_rows:
-                        continue
-                    partition = arrow.conform_table(partition, source.schema)
-                    ids = arrow.key_partition_ids(partition.column(key), shards)
-                    for shard in np.unique(ids).tolist():
-                        if shard not in sinks:
-                            sink = pa.OSFile(str(Path(spill) / f"{shard}.arrow"), "wb")
-                            sinks[shard] = (sink, pa.ipc.new_stream(sink, source.schema))
-                        sinks[shard][1].write_table(partition.take(pa.array(np.flatnonzero(ids == shard))))
-            finally:
-                for sink, writer in sinks.values():
-                    writer.close()
-                    sink.close()
-            for shard in sorted(sinks):
-                with pa.OSFile(str(Path(spill) / f"{shard}.arrow")) as stored:
-                    rows = arrow.sort_by_columns(pa.ipc.open_stream(stored).read_all(), [key, *order])
-                written.append(arrow.write_parquet_file(rows.to_batches(arrow.READ_BATCH_ROWS), directory,
+            for shard, read in _spill_by_key(source.partitions, source.schema, key, shards, [key, *order], Path(spill)):
+                written.append(arrow.write_parquet_file(read().to_batches(arrow.READ_BATCH_ROWS), directory,
                                                         arrow.part_file_name(shard), schema))
         return sorted((path for path in written if path is not None), key=str)
 
