@@ -28,10 +28,12 @@ Two passes, each a ``map_fragments`` job:
    per source. The canonical claims ``(object_id, source_id code, value)`` are written as one group
    file per bucket (whole objects, sorted by object) that ``read_groups`` reads for every later job.
 
-:func:`output_block` runs on the synthesis outcome (``map_groups`` by object over its group files):
-the output gate's metrics per block, the suppression reasons, the smallest released object ids (the
-report's sample objects) and released medians for the evaluation's sampled objects — so the driver
-never reads the released claims whole.
+The synthesis is a third ``map_fragments`` job, :func:`synthesize_group_file`, one task per staged
+group file: the objects' synthesis (``pipelines/crowd/blocks.py:synthesis_block``), the released
+claims written to the task's outcome file, and :func:`output_block` on the outcome in the same task:
+the output gate's metrics, the suppression reasons, the smallest released object ids (the report's
+sample objects) and released medians for the evaluation's sampled objects — a few rows per task,
+so the driver never reads the released claims, and the outcome is not read back for its checks.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.crowd.blocks import SynthesisSide, released_rows, synthesis_block
 from pipelines.crowd.input import apply_duplicates_policy
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
@@ -64,6 +67,8 @@ from schemas.crowd.tables import (
     claims_schema,
     crowd_group_summary_schema,
     crowd_input_summary_schema,
+    crowd_output_summary_schema,
+    synthetic_claims_schema,
 )
 from schemas.tables import ROW_NUMBER
 
@@ -539,6 +544,48 @@ def output_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:
         if column not in result.columns:
             result[column] = None
     return result[["entry", "code", "count", "object_id", "value", "reason"]]
+
+
+@dataclass(frozen=True)
+class GroupFile:
+    """A synthesis task: one staged group file (whole objects, sorted by object)."""
+
+    index: int
+    file: Where
+
+
+@dataclass(frozen=True)
+class SynthesisFileSide:
+    """The side value of :func:`synthesize_group_file`."""
+
+    synthesis: SynthesisSide
+    output: OutputSide
+    object_type: pa.DataType
+    folder: Where
+
+    def file_for(self, index: int) -> Where:
+        return self.folder / f"part-{index:05d}.parquet"
+
+
+OUTCOME_ROW_GROUP = 1 << 16
+"""Released claims per row group of an outcome file: the report reads its few sample objects from
+the row groups whose statistics can hold them (``arrow.read_key_rows``)."""
+
+
+def synthesize_group_file(task: GroupFile, side: SynthesisFileSide) -> pa.Table:
+    """Synthesis of one staged group file's objects (PrisCrowd Algorithm 1 per object: weights,
+    weighted KDE, candidates, the plausible-deniability test; ``synthesis_block``), the released
+    claims written to ``side.file_for(task.index)`` (sorted by object, then claim index; every task
+    writes its file, empty or not) and the output gate's rows for them (:func:`output_block`), all
+    in the task. Each object's draws come from its own keyed streams, so which objects share a file
+    changes nothing."""
+    frame = storage.parquet_file(task.file).read().to_pandas()
+    outcome = synthesis_block(frame, side.synthesis)
+    released = pa.Table.from_pandas(released_rows(outcome, None), schema=synthetic_claims_schema(side.object_type),
+                                    preserve_index=False)
+    storage.write_table(released, side.file_for(task.index), row_group_size=OUTCOME_ROW_GROUP)
+    return pa.Table.from_pandas(output_block(outcome, side.output), schema=crowd_output_summary_schema(side.object_type),
+                                preserve_index=False)
 
 
 def raw_median_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:

@@ -49,8 +49,6 @@ from pipelines.crowd.blocks import (
     bound_block,
     global_pass_block,
     object_weights,
-    released_rows,
-    synthesis_block,
 )
 from pipelines.crowd.engine_input import (
     CLAIMS,
@@ -72,6 +70,7 @@ from pipelines.crowd.engine_input import (
     OUT_SUPPRESSED,
     OUTPUT_METRIC_NAMES,
     PROBLEMS,
+    REASON,
     RELEASABLE_OBJECTS,
     ROWS,
     SAMPLE,
@@ -81,24 +80,23 @@ from pipelines.crowd.engine_input import (
     TEXT_OBJECT_IDS,
     TEXT_SOURCE_IDS,
     ClaimsReading,
+    GroupFile,
     GroupSide,
     OutputSide,
+    SynthesisFileSide,
     bucket_tasks,
     fine_bucket_count,
     fingerprint_entries,
     group_metric_rows,
     metric_entries,
-    output_block,
-    output_entries,
-    output_metric_entries,
     problem_rows,
     raw_median_block,
     read_claims_fragment,
-    reason_entries,
     sample_key,
     source_entries,
     source_object_entries,
     stage_object_bucket,
+    synthesize_group_file,
 )
 from pipelines.crowd.input import private_columns
 from pipelines.crowd.report_page import learned_density_samples
@@ -128,7 +126,6 @@ from schemas.crowd.config import CrowdConfig, CrowdInput
 from schemas.crowd.tables import (
     CROWD_FINGERPRINTS_SCHEMA,
     CROWD_METRICS_SCHEMA,
-    CROWD_REASONS_SCHEMA,
     claims_schema,
     crowd_group_summary_schema,
     crowd_input_summary_schema,
@@ -136,7 +133,6 @@ from schemas.crowd.tables import (
     crowd_output_summary_schema,
     crowd_sources_schema,
     source_loss_schema,
-    synthesis_outcome_schema,
     synthetic_claims_schema,
 )
 from transforms.crowd.bandwidth import PUBLIC_BANDWIDTH_METHODS, public_bandwidth
@@ -519,6 +515,8 @@ class StagedClaims:
     bandwidth); ``bounded_rows`` counts the claims left by the contribution bound, if any."""
 
     claims: Collection
+    files: list[Any]
+    """The group files ``claims`` reads (whole objects each, sorted by object)."""
     bounded_rows: int | None
 
 
@@ -529,7 +527,8 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
     privacy, timer, staging = context.config.privacy, context.timer, context.staging
     input_schema = checked.input_schema
     bounded_rows = None
-    claims = engine.read_groups_streaming(checked.object_files, "object_id", input_schema)
+    files = list(checked.object_files)
+    claims = engine.read_groups_streaming(files, "object_id", input_schema)
     if privacy.max_objects_per_source is not None:
         with timer.stage("bound contributions"):
             claims = engine.map_groups(
@@ -538,10 +537,10 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
             )
             claims = engine.persist(claims)
             bounded_rows = engine.count(claims)
-            bounded_files = engine.write_groups(claims, "object_id", staging / "bounded", input_schema)
+            files = engine.write_groups(claims, "object_id", staging / "bounded", input_schema)
             engine.unpersist(claims)
-            claims = engine.read_groups_streaming(bounded_files, "object_id", input_schema)
-    return StagedClaims(claims, bounded_rows)
+            claims = engine.read_groups_streaming(files, "object_id", input_schema)
+    return StagedClaims(claims, files, bounded_rows)
 
 
 def global_source_quality(
@@ -610,25 +609,18 @@ class CheckedOutput:
     released_medians: pd.Series
 
 
-def check_output(engine: Engine, outcome: Collection, object_type: pa.DataType, side: OutputSide) -> CheckedOutput:
-    """One ``map_groups`` over the outcome's group files (no shuffle: each file holds whole objects)
-    and small reductions: the driver never holds the released claims or the object table."""
-    schema = crowd_output_summary_schema(object_type)
-    rows = engine.persist(engine.map_groups(outcome, "object_id", output_block, schema, side=side))
-    try:
-        sums = engine.sum_by_key(engine.map_batches(rows, output_metric_entries, CROWD_METRICS_SCHEMA), "code", ["count"])
-        totals = {int(code): int(count) for code, count in zip(sums["code"], sums["count"], strict=True)}
-        reasons = engine.sum_by_key(engine.map_batches(rows, reason_entries, CROWD_REASONS_SCHEMA), "reason", ["count"])
-        samples = engine.collect(engine.map_batches(rows, output_entries, schema, side=SAMPLE))
-        medians = engine.collect(engine.map_batches(rows, output_entries, schema, side=EVALUATION))
-    finally:
-        engine.unpersist(rows)
+def checked_output(rows: pd.DataFrame) -> CheckedOutput:
+    """The synthesis tasks' output rows (``engine_input.output_block``: a few per task) reduced:
+    metric totals, suppression reasons, the report's sample objects, the evaluation's medians."""
+    metric_rows = rows[rows["entry"] == METRIC]
+    totals = {int(code): int(count) for code, count in metric_rows.groupby("code")["count"].sum().items()}
+    reason_rows = rows[rows["entry"] == REASON]
+    reasons = {str(reason): int(count) for reason, count in reason_rows.groupby("reason")["count"].sum().items()}
     metrics = {name: totals.get(code, 0) for code, name in OUTPUT_METRIC_NAMES.items()}
-    sample_ids = sorted(pd.unique(samples["object_id"]).tolist())[:SAMPLE_OBJECTS]
+    sample_ids = sorted(pd.unique(rows.loc[rows["entry"] == SAMPLE, "object_id"]).tolist())[:SAMPLE_OBJECTS]
+    medians = rows[rows["entry"] == EVALUATION]
     released_medians = pd.Series(medians["value"].to_numpy(np.float64), index=medians["object_id"].to_numpy()).sort_index()
-    return CheckedOutput(metrics, totals, {str(reason): int(count) for reason, count in
-                                           zip(reasons["reason"], reasons["count"], strict=True)},
-                         sample_ids, released_medians)
+    return CheckedOutput(metrics, totals, reasons, sample_ids, released_medians)
 
 
 def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth: pd.Series | None,
@@ -675,24 +667,27 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     staged = stage_claims(context, checked, engine)
     quality, iterations = global_source_quality(context, staged, checked, engine)
     output_schema = synthetic_claims_schema(object_type)
-    outcome_schema = synthesis_outcome_schema(object_type)
-    with timer.stage("synthesize"):
-        outcome = engine.map_groups(staged.claims, "object_id", synthesis_block, outcome_schema,
-                                    side=synthesis_side(context, plan, quality), keeps_groups=True)
-        outcome_files = engine.write_groups(outcome, "object_id", prepared.staging / "outcome", outcome_schema)
-        outcome = engine.read_groups_streaming(outcome_files, "object_id", outcome_schema)
     fraction = min(1.0, EVALUATION_OBJECTS / max(1, checked.objects)) if evaluated else 0.0
     side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
+    synthesis_tasks = SynthesisFileSide(synthesis_side(context, plan, quality), side, object_type,
+                                        prepared.staging / "outcome")
+    tasks = [GroupFile(index, file) for index, file in enumerate(staged.files)]
+    with timer.stage("synthesize"):
+        # one job: each task synthesizes a group file, writes its released claims and returns the
+        # output gate's rows for them (engine_input.synthesize_group_file)
+        rows = engine.collect(engine.map_fragments(tasks, synthesize_group_file,
+                                                   crowd_output_summary_schema(object_type), synthesis_tasks))
+    outcome_files = [synthesis_tasks.file_for(task.index) for task in tasks]
     with timer.stage("validate output"):
-        output = check_output(engine, outcome, object_type, side)
+        output = checked_output(rows)
         output_validation = validate_crowd_output_metrics(output.metrics, claims_per_object=synthesis.claims_per_object,
                                                           k=config.privacy.k)
     with timer.stage("write staging"):
         # The release's files: by a hash of the released object ids into a number of files set by
-        # the released row count, both public (the outcome's group files follow the input's bytes).
-        released = engine.map_batches(outcome, released_rows, output_schema)
-        files = engine.write_by_key(released, "object_id", ["claim_index"], release_files(output.totals.get(OUT_ROWS, 0)),
-                                    prepared.staging / "data", output_schema)
+        # the released row count, both public (the outcome files follow the input's bytes).
+        files = engine.write_by_key(engine.read_parquet(outcome_files, output_schema), "object_id", ["claim_index"],
+                                    release_files(output.totals.get(OUT_ROWS, 0)), prepared.staging / "data",
+                                    output_schema)
     evaluation: dict[str, Any] = {}
     truth = _read_truth(config, object_type, {*output.released_medians.index, *output.sample_ids})
     if truth is not None:
@@ -752,9 +747,8 @@ def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQu
     them, not by a job over every file."""
     ids = output.sample_ids
     claims = read_key_rows(checked.object_files, "object_id", ids, checked.input_schema)
-    outcome_schema = synthesis_outcome_schema(checked.input_schema.field("object_id").type)
-    released = table_to_frame(read_key_rows(outcome_files, "object_id", ids, outcome_schema))
-    released = released[released["claim_index"] >= 0]
+    output_schema = synthetic_claims_schema(checked.input_schema.field("object_id").type)
+    released = table_to_frame(read_key_rows(outcome_files, "object_id", ids, output_schema))
     return learned_density_samples(
         claims, released[["object_id", "claim_index", "value"]],
         lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),
