@@ -513,11 +513,18 @@ def part_file_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
+ROW_GROUP_ROWS = 1 << 16
+"""Rows per Parquet row group of every file ``write_parquet_file`` writes (the last one smaller):
+a function of the file's row count alone, on every engine — not of the batches the engine hands
+over (Spark's follow ``spark.sql.execution.arrow.maxRecordsPerBatch``, a cluster setting)."""
+
+
 def write_parquet_file(
     pieces: Iterable[ArrowData], directory: storage.Where | str, file_name: str, schema: pa.Schema,
     attempt: str = "0",
 ) -> storage.Where | None:
-    """Stream ``pieces`` into ``directory/file_name`` as plain Parquet; ``None`` if no rows.
+    """Stream ``pieces`` into ``directory/file_name`` as plain Parquet in row groups of
+    :data:`ROW_GROUP_ROWS` rows; ``None`` if no rows.
 
     A local file is written under a hidden temporary name (unique per ``attempt``) and renamed
     into place; an object-store object becomes visible whole when its upload completes
@@ -528,14 +535,13 @@ def write_parquet_file(
     clean_schema = schema.remove_metadata()
     sink: storage.ParquetSink | None = None
     try:
-        for piece in pieces:
-            if piece.num_rows == 0:
-                continue
+        conformed = (conform_table(piece, clean_schema) for piece in pieces if piece.num_rows)
+        for group in row_chunks(conformed, ROW_GROUP_ROWS):
             if sink is None:
                 storage.make_folder(directory)
                 sink = storage.ParquetSink(directory / file_name, clean_schema, attempt,
                                            compression=PARQUET_COMPRESSION)
-            sink.write(conform_table(piece, clean_schema))
+            sink.write(group, ROW_GROUP_ROWS)
         if sink is None:
             return None
         written, sink = sink.commit(), None

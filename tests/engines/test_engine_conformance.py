@@ -28,6 +28,7 @@ import pytest
 from pyspark import cloudpickle as spark_cloudpickle
 
 from pipelines.engines import EngineError
+from pipelines.engines.arrow import ROW_GROUP_ROWS
 from pipelines.engines.base import Engine
 
 ROWS_PER_CALL = 97
@@ -522,6 +523,20 @@ def test_write_by_key_layout_is_a_function_of_the_rows_alone(
     assert sum(len(keys) for keys in keys_per_file) == len(set().union(*keys_per_file)), "a key spans files"
     read_back = pa.concat_tables([pq.read_table(path) for path in first]).to_pandas()
     assert sorted(read_back["row"]) == list(range(NUMBER_OF_ROWS))
+
+
+def test_written_row_groups_follow_the_row_count_alone(engine: Engine, tmp_path: Path) -> None:
+    """Every engine writes a file's rows in row groups of ``arrow.ROW_GROUP_ROWS`` (the last one
+    shorter), whatever batches it computed them in (Spark hands over
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10,000 by default): a release file's row
+    groups are a function of its row count (docs/PRIVACY.md, "The layout of a release")."""
+    rows = 2 * ROW_GROUP_ROWS + 1_234
+    schema = pa.schema([pa.field("object_id", pa.string()), pa.field("row", pa.int64(), nullable=False)])
+    frame = pd.DataFrame({"object_id": (np.arange(rows) // 10).astype(str), "row": np.arange(rows, dtype=np.int64)})
+    files = engine.write_by_key(engine.from_pandas(frame, schema), "object_id", ["row"], 1, tmp_path / "one", schema)
+    metadata = pq.ParquetFile(files[0]).metadata
+    assert [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)] == [
+        ROW_GROUP_ROWS, ROW_GROUP_ROWS, 1_234]
 
 
 def test_persist_and_unpersist_keep_the_rows(engine: Engine, claims: pd.DataFrame) -> None:
