@@ -22,10 +22,17 @@ when
 * a listed fragment's file lies under a ``key=value`` folder whose key is a private column —
   whether or not the folders become columns (``partition_columns: []`` keeps the column in the
   files but not their order: files are read in path order) — or comes from an Iceberg table
-  whose partition spec or sort order (any transform) uses a private column (checked on the
-  listing, metadata only, before any row is read): the input's order (``ROW_ID``) would follow
-  the protected value. A glob's wildcards in a folder key (``[g]roup=a``) are matched against
-  the private columns' names.
+  whose partition spec or sort order (any transform) uses a private column, or whose data files
+  lie under such ``key=value`` folders below the table's location (``add_files`` registers a hive
+  folder's files where they lie; checked on the listing, metadata only, before any row is read):
+  the input's order (``ROW_ID``) would follow the protected value. A glob's wildcards in a folder
+  key (``[g]roup=a``) are matched against the private columns' names;
+* an Iceberg ``row_filter`` reads a private column's field under another name: a rename is
+  metadata only, the scan binds the filter to the table's current schema while the release reads
+  the snapshot's, so ``score >= 50`` after renaming ``value`` to ``score`` reads the protected
+  field. The filter's references are resolved to field ids in every schema the table has had and
+  refused when one of those fields is (under any of its names) private; partition specs and sort
+  orders are resolved by source id through every schema the same way (checked on the listing).
 
 Each kind declares its private columns in its own room (``private_columns`` in
 ``pipelines/<kind>/input.py``), as a mapping from column name to what the column is, for the
@@ -44,7 +51,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
+from urllib.request import url2pathname
 
 from pipelines.platform.errors import ConfigError
 from schemas.sources import SourceSpec
@@ -136,8 +144,11 @@ def refuse_private_selection(spec: SourceSpec, private: Mapping[str, str], kind:
 def refuse_private_partitions(fragments: Sequence[Any], private: Mapping[str, str], kind: str) -> None:
     """On the listing (metadata only, before any row is read): refuse fragments whose files lie
     under ``key=value`` folders of a private column (partition columns or not: the files are read
-    in path order) or come from an Iceberg table laid out by one (partition spec or sort order) —
-    the input's order would follow the protected value."""
+    in path order; for an Iceberg table, its data files' paths below the table's location) or come
+    from an Iceberg table laid out by one (partition spec or sort order), and an Iceberg row filter
+    that reads a private column's field under another name (a renamed column: the filter is bound
+    to the table's current schema, the release reads the snapshot's) — the input's order or its
+    rows would follow the protected value."""
     for key in _folder_keys(fragments):
         what = _private(key, private)
         if what is not None:
@@ -150,10 +161,28 @@ def refuse_private_partitions(fragments: Sequence[Any], private: Mapping[str, st
             raise ConfigError(f"input.table: the table is partitioned or sorted by column '{column}', which {kind} "
                               f"releases treat as private ({what}); the input's order may not follow a private "
                               f"column; {GUIDE}")
+    for scan in _table_scans(fragments):
+        metadata = _table_metadata(scan.metadata_location, scan.properties)
+        for key in _data_file_keys(metadata, [fragment.name for fragment in fragments
+                                              if getattr(fragment, "iceberg", None) is not None]):
+            what = _private(key, private)
+            if what is not None:
+                raise ConfigError(f"input.table: the table's data files lie under folders '{key}=...' of column "
+                                  f"'{key}', which {kind} releases treat as private ({what}); the input's order (data "
+                                  f"files are read in path order) may not follow a private column; {GUIDE}")
+        if scan.row_filter is None:
+            continue
+        for name, column in _row_filter_fields(metadata, scan.row_filter):
+            what = _private(column, private)
+            if what is not None:
+                raise ConfigError(f"input.row_filter: names column '{name}', which is (in one of the table's schemas) "
+                                  f"column '{column}', which {kind} releases treat as private ({what}); a renamed "
+                                  f"column is the same field; {GUIDE}")
 
 
 def _folder_keys(fragments: Iterable[Any]) -> list[str]:
-    """Every ``key=value`` folder key of the fragments' partitions and file paths."""
+    """Every ``key=value`` folder key of the fragments' partitions and (files and folders) paths;
+    an Iceberg data file's path is checked below its table's location (:func:`_data_file_keys`)."""
     keys: list[str] = []
     for fragment in fragments:
         found = [key for key, _ in fragment.partition]
@@ -173,3 +202,73 @@ def _layout_columns(fragments: Iterable[Any]) -> list[str]:
             if column not in columns:
                 columns.append(column)
     return columns
+
+
+def _table_scans(fragments: Iterable[Any]) -> list[Any]:
+    """One Iceberg scan per table metadata file and row filter among the fragments."""
+    scans: dict[tuple[str, str | None], Any] = {}
+    for fragment in fragments:
+        scan = getattr(fragment, "iceberg", None)
+        if scan is not None:
+            scans.setdefault((scan.metadata_location, scan.row_filter), scan)
+    return list(scans.values())
+
+
+def _table_metadata(metadata_location: str, properties: Iterable[tuple[str, str]]) -> Any:
+    """A table's metadata (the immutable file the listing planned from)."""
+    from pyiceberg.io import load_file_io
+    from pyiceberg.serializers import FromInputFile
+
+    io = load_file_io(dict(properties), metadata_location)
+    return FromInputFile.table_metadata(io.new_input(metadata_location))
+
+
+def _local_text(text: str) -> str:
+    """A plain path or ``file://`` URI as a plain path; any other URI as it is."""
+    parsed = urlparse(text)
+    return url2pathname(parsed.path) if parsed.scheme in ("", "file") else text
+
+
+def _data_file_keys(metadata: Any, files: Iterable[str]) -> list[str]:
+    """The ``key=value`` folder keys of the data files' paths below the table's location (or its
+    ``write.data.path``), so that a ``key=`` in the warehouse's own prefix is not one; a file
+    elsewhere (``add_files`` registers files where they lie) is checked along its whole path."""
+    properties = getattr(metadata, "properties", None) or {}
+    bases = [_local_text(text).rstrip("/") + "/"
+             for text in (metadata.location, properties.get("write.data.path"),
+                          properties.get("write.object-storage.path"), properties.get("write.folder-storage.path"))
+             if text]
+    keys: list[str] = []
+    for file in files:
+        path = _local_text(file)
+        base = max((base for base in bases if path.startswith(base)), key=len, default="")
+        for key in path_partition_keys(path[len(base):]):
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _row_filter_fields(metadata: Any, row_filter: str) -> list[tuple[str, str]]:
+    """``(reference, name)`` for every name, in any of the table's schemas, of a field a row
+    filter's reference resolves to in any of them (the current schema the scan binds the filter
+    to, the snapshot's the release reads): a filter on a renamed private column is found by field
+    id. Looked up case-insensitively, a dotted name also by its first part (a refusal too many)."""
+    schemas = list(metadata.schemas)
+    found: list[tuple[str, str]] = []
+    for name in row_filter_columns(row_filter):
+        ids: set[int] = set()
+        for schema in schemas:
+            for candidate in (name, name.split(".", 1)[0]):
+                try:
+                    ids.add(schema.find_field(candidate, case_sensitive=False).field_id)
+                except ValueError:
+                    continue
+        for field_id in sorted(ids):
+            for schema in schemas:
+                try:
+                    column = schema.find_column_name(field_id)
+                except ValueError:
+                    continue
+                if column is not None and (name, column) not in found:
+                    found.append((name, column))
+    return found

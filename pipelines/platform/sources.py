@@ -373,29 +373,29 @@ def _partitions(text: str, declared: list[str] | None, folders: list[tuple[str, 
     if declared is not None:
         for parts in folders:
             if len(parts) != len(declared):
-                raise InputError(text, f"partition_columns names {len(declared)} folder levels but "
-                                       f"{'/'.join(parts) or 'a file'} lies {len(parts)} below the input's root")
+                raise InputError(text, f"partition_columns names {len(declared)} folder levels but a file lies "
+                                       f"{len(parts)} below the input's root")
             values = []
-            for column, part in zip(declared, parts, strict=True):
+            for level, (column, part) in enumerate(zip(declared, parts, strict=True), start=1):
                 key, equals, value = part.partition("=")
                 if equals and unquote(key) != column:
-                    raise InputError(text, f"folder {'/'.join(parts)}: level {key}= where partition_columns names "
-                                           f"{column}")
+                    raise InputError(text, f"folder level {level} below the input's root: level {unquote(key)}= where "
+                                           f"partition_columns names {column}")
                 values.append((column, _partition_value(value if equals else part)))
             result.append(tuple(values))
         return result
     keys: tuple[str, ...] | None = None
-    first_folder = ""
     for parts in folders:
         pairs = [(unquote(key), value) for key, equals, value in (part.partition("=") for part in parts) if equals]
         names = tuple(key for key, _ in pairs)
         if len(set(names)) != len(names):
-            raise InputError(text, f"folder {'/'.join(parts)} names a partition key twice")
+            twice = next(key for key in names if names.count(key) > 1)
+            raise InputError(text, f"a file's folders name the partition key {twice}= twice")
         if keys is None:
-            keys, first_folder = names, "/".join(parts) or "the root"
+            keys = names
         elif names != keys:
-            raise InputError(text, f"partition folders differ: {'/'.join(parts) or 'the root'} has "
-                                   f"({', '.join(names)}) where {first_folder} has ({', '.join(keys)})")
+            raise InputError(text, f"partition folders differ: a file lies under folder keys ({', '.join(names)}) "
+                                   f"where another lies under ({', '.join(keys)})")
         result.append(tuple((key, _partition_value(value)) for key, value in pairs))
     return result
 
