@@ -24,9 +24,9 @@ Two passes, each a ``map_fragments`` job:
    ``apply_duplicates_policy``, the single-file code, on whole objects); clipping into the public
    value range (counted, with the first row outside); dense source codes (positions in the sorted
    distinct source ids the driver reduced from pass 1); per-object counts (objects, objects with at
-   least ``k`` claims, the largest object, the first small object with its claim count) and objects
-   per source. The canonical claims ``(object_id, source_id code, value)`` are written as one group
-   file per bucket (whole objects, sorted by object) that ``read_groups`` reads for every later job.
+   least ``k`` claims, the largest object, the first small object with its claim count). The
+   canonical claims ``(object_id, source_id code, value)`` are written as one group file per bucket
+   (whole objects, in canonical order: by object, then source code) that every later job reads.
 
 The synthesis is a third ``map_fragments`` job, :func:`synthesize_group_file`, one task per staged
 group file: the objects' synthesis (``pipelines/crowd/blocks.py:synthesis_block``), the released
@@ -72,7 +72,7 @@ from schemas.crowd.tables import (
 )
 from schemas.tables import ROW_NUMBER
 
-METRIC, FINGERPRINT, SOURCE, SOURCE_OBJECTS, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 3, 4, 5, 6, 7, 8
+METRIC, FINGERPRINT, SOURCE, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 3, 5, 6, 7, 8
 """What a summary row is (its ``entry``)."""
 
 ROWS = 0
@@ -290,6 +290,11 @@ def fingerprint_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
     return fingerprints(frame, FINGERPRINT)
 
 
+def driver_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
+    """Pass 1's metric and fingerprint rows (a few per fragment: collected in one job)."""
+    return frame[frame["entry"].isin([METRIC, FINGERPRINT])].reset_index(drop=True)
+
+
 def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
     """A fragment's distinct sources as the input's kind (``integers``: every fragment's source ids
     were integers; else text, a fragment's integers as their decimal digits)."""
@@ -345,8 +350,6 @@ class GroupSide:
     value_range: tuple[float, float]
     k: int
     folder: Where
-    objects_per_source: bool = True
-    """Count each source's objects (the busiest source's check, for the source qualities)."""
 
     def file_for(self, index: int) -> Where:
         return self.folder / f"part-{index:05d}.parquet"
@@ -420,28 +423,20 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
         first_rows = frame.groupby("object_id", sort=False)[ROW_NUMBER].min().loc[small.index]
         chosen = first_rows.idxmin()
         rows.append(_metric(SMALL_OBJECT, len(small), int(first_rows.loc[chosen]), int(small.loc[chosen])))
-    per_source = frame.groupby("source_id", sort=True).size() if side.objects_per_source else pd.Series(
-        [], dtype=np.int64, index=pd.Index([], dtype=np.int64))
-    staged = frame.sort_values("object_id", kind="mergesort", ignore_index=True)
+    # canonical order (object, then source code: ``claims_block.in_canonical_order``), so no later
+    # job sorts a file again
+    staged = frame.sort_values(["object_id", "source_id"], kind="mergesort", ignore_index=True)
     id_type = pa.int64() if side.object_integers else pa.string()
     table = pa.Table.from_pandas(staged[["object_id", "source_id", "value"]], schema=claims_schema(id_type, pa.int64()),
                                  preserve_index=False)
     storage.write_table(table, side.file_for(task.index), row_group_size=1 << 18)
     rows.append(_metric(task.index, len(staged), entry=STAGED, key=task.index))
-    summary = pa.Table.from_pylist(rows, schema=schema)
-    source_rows = entry_rows(schema, SOURCE_OBJECTS, len(per_source), count=per_source.to_numpy(np.int64),
-                             key=per_source.index.to_numpy(np.int64))
-    return pa.concat_tables([summary, source_rows])
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def group_metric_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
     """Pass 2's metric and staged-file rows (a few per bucket: collected)."""
     return frame[frame["entry"].isin([METRIC, STAGED])].reset_index(drop=True)
-
-
-def source_object_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == SOURCE_OBJECTS]
-    return pd.DataFrame({"code": chosen["key"].to_numpy(np.int64), "count": chosen["count"].to_numpy(np.int64)})
 
 
 # ---- the output gate's metrics and the evaluation's sample (map_groups over the outcome) ---------

@@ -55,6 +55,7 @@ from pipelines.crowd.engine_input import (
     DUPLICATE,
     EVALUATION,
     EVALUATION_OBJECTS,
+    FINGERPRINT,
     INPUT_PASS_PROBLEMS,
     LARGEST_OBJECT,
     METRIC,
@@ -85,16 +86,13 @@ from pipelines.crowd.engine_input import (
     OutputSide,
     SynthesisFileSide,
     bucket_tasks,
+    driver_entries,
     fine_bucket_count,
-    fingerprint_entries,
-    group_metric_rows,
-    metric_entries,
     problem_rows,
     raw_median_block,
     read_claims_fragment,
     sample_key,
     source_entries,
-    source_object_entries,
     stage_object_bucket,
     synthesize_group_file,
 )
@@ -124,8 +122,6 @@ from pipelines.platform.sources import (
 from schemas.base import LakeLocation
 from schemas.crowd.config import CrowdConfig, CrowdInput
 from schemas.crowd.tables import (
-    CROWD_FINGERPRINTS_SCHEMA,
-    CROWD_METRICS_SCHEMA,
     claims_schema,
     crowd_group_summary_schema,
     crowd_input_summary_schema,
@@ -331,6 +327,8 @@ class CheckedClaims:
     largest_object: int
     sources: int
     fingerprint: str
+    name: str
+    """The input as its error lines name it."""
 
 
 def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
@@ -389,12 +387,13 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     summary = engine.persist(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
                                                   reading))
     try:
-        prints = engine.collect(engine.map_batches(summary, fingerprint_entries, CROWD_FINGERPRINTS_SCHEMA))
+        # a few rows per fragment: its fingerprint and its metrics, in one job
+        entries = engine.collect(engine.map_batches(summary, driver_entries, crowd_input_summary_schema()))
+        prints = entries[entries["entry"] == FINGERPRINT]
         if check_prints is not None:
             check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))
-        metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, CROWD_METRICS_SCHEMA), "code",
-                                        ["count"])
-        by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["count"].astype(int), strict=True))
+        metric_sums = entries[entries["entry"] == METRIC].groupby("code")["count"].sum()
+        by_code = {int(code): int(count) for code, count in metric_sums.items()}
         metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
         failing = [code for code in INPUT_PASS_PROBLEMS if by_code.get(code, 0)]
         if not by_code.get(ROWS, 0) or failing:
@@ -417,20 +416,10 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         files=tuple(reading.file_for(fragment.ordinal) for fragment in fragments),
         object_integers=object_integers, source_integers=source_integers, sources=sources,
         duplicates=settings.duplicates, value_range=tuple(config.privacy.value_range), k=k,
-        folder=prepared.staging / "input" / "objects", objects_per_source=uses_global_weights(config),
+        folder=prepared.staging / "input" / "objects",
     )
     tasks = bucket_tasks(reading.buckets, by_code.get(ROWS, 0), engine.parallelism)
-    grouped = engine.persist(engine.map_fragments(tasks,
-                                                  stage_object_bucket, crowd_group_summary_schema(), side))
-    try:
-        figures = engine.collect(engine.map_batches(grouped, group_metric_rows, crowd_group_summary_schema()))
-        busiest = 0
-        if uses_global_weights(config):
-            per_source = engine.sum_by_key(engine.map_batches(grouped, source_object_entries, CROWD_METRICS_SCHEMA),
-                                           "code", ["count"])
-            busiest = int(per_source["count"].max()) if len(per_source) else 0
-    finally:
-        engine.unpersist(grouped)
+    figures = engine.collect(engine.map_fragments(tasks, stage_object_bucket, crowd_group_summary_schema(), side))
     metric_rows = figures[figures["entry"] == METRIC]
     totals = metric_rows.groupby("code")["count"].sum()
     metrics[METRIC_NAMES[DUPLICATE]] = int(totals.get(DUPLICATE, 0))
@@ -453,9 +442,6 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     if largest > (most := largest_object_for(ratio_cap)):
         raise InputError(name, f"an object has {largest} claims; with a seed-weight "
                          f"ratio cap of {ratio_cap:g} at most {most} are supported (lower privacy.weight_ratio_cap)")
-    if busiest > MAX_OBJECTS_PER_SOURCE:
-        raise InputError(name, f"a source answered {busiest} objects; the source qualities support "
-                         f"at most {MAX_OBJECTS_PER_SOURCE} (use weights.method local or uniform)")
     if int(totals.get(RELEASABLE_OBJECTS, 0)) == 0:
         raise InputError(name, f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
     staged = figures[(figures["entry"] == STAGED) & (figures["count"] > 0)].sort_values("key")
@@ -463,7 +449,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         object_files=[side.file_for(int(index)) for index in staged["key"]],
         input_schema=claims_schema(pa.int64() if object_integers else pa.string(), pa.int64()),
         validation=validation, rows=int(totals.get(CLAIMS, 0)), objects=int(totals.get(OBJECTS, 0)), clipped=clipped,
-        largest_object=largest, sources=len(sources), fingerprint=fingerprint,
+        largest_object=largest, sources=len(sources), fingerprint=fingerprint, name=name,
     )
 
 
@@ -566,7 +552,13 @@ def global_source_quality(
         contributions = engine.map_groups(
             staged.claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current, release_bandwidth(config))
         )
-        return engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
+        sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
+        # the first iteration's sums count each source's objects: the input check the fixed-point
+        # sums need, before any noise is drawn on them
+        if len(sums) and (busiest := int(sums["objects"].max())) > MAX_OBJECTS_PER_SOURCE:
+            raise InputError(checked.name, f"a source answered {busiest} objects; the source qualities support "
+                             f"at most {MAX_OBJECTS_PER_SOURCE} (use weights.method local or uniform)")
+        return sums
 
     with context.timer.stage("global weights"):
         quality, iterations, _ = iterate_source_quality(
