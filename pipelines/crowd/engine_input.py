@@ -217,14 +217,14 @@ def object_buckets(ids: np.ndarray, kind: int, buckets: int) -> np.ndarray:
 def _write_buckets(table: pa.Table, buckets: np.ndarray, count: int, where: Where) -> None:
     order = np.argsort(buckets, kind="stable")
     ordered = table.take(pa.array(order))
+    columns = [column.combine_chunks() for column in ordered.columns]  # once: a batch per bucket slices them
     bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets, minlength=count))])
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, ordered.schema) as writer:
         for bucket in range(count):
             start, stop = int(bounds[bucket]), int(bounds[bucket + 1])
-            writer.write_batch(pa.RecordBatch.from_arrays(
-                [column.combine_chunks().slice(start, stop - start) for column in ordered.columns],
-                schema=ordered.schema))
+            writer.write_batch(pa.RecordBatch.from_arrays([column.slice(start, stop - start) for column in columns],
+                                                          schema=ordered.schema))
     storage.write_bytes(where, sink.getvalue().to_pybytes())
 
 
@@ -305,13 +305,16 @@ def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
 
 # ---- pass 2: one task per object bucket -----------------------------------------------------------
 
-BUCKET_INPUT_BYTES = 256 << 10
-"""Input bytes (as listed) per bucket of pass 1: fine buckets, grouped into pass-2 tasks of about
-:data:`TASK_CLAIMS` claims once pass 1 has counted the rows (input bytes say little about rows:
-a column of sequential ids compresses to almost nothing)."""
+BUCKET_INPUT_BYTES = 128 << 10
+"""Input bytes (as listed) per bucket of pass 1: fine buckets, grouped into pass-2 tasks once
+pass 1 has counted the rows (input bytes say little about rows: a column of sequential ids
+compresses to almost nothing), and fine enough that the tasks get near-equal shares."""
 MAX_BUCKETS = 4096
-TASK_CLAIMS = 250_000
-"""Claims a pass-2 task holds, about (whole buckets: the hash spreads objects evenly)."""
+TASK_CLAIMS = 1_000_000
+"""Claims a pass-2 task holds, at most about (whole buckets: the hash spreads objects evenly); its
+group file is one task of every later job. Large: each Python task of an engine costs a fixed
+start (about 75 ms on Spark), which at a few hundred thousand claims a task was a fifth of a job
+that reads the claims."""
 
 
 def fine_bucket_count(fragment_sizes: list[int | None], parallelism: int) -> int:
@@ -330,11 +333,14 @@ class ObjectBucket:
 
 
 def bucket_tasks(buckets: int, rows: int, parallelism: int) -> list[ObjectBucket]:
-    """Consecutive buckets grouped into tasks of about :data:`TASK_CLAIMS` claims (``rows`` in
-    all), at least ``parallelism`` tasks when there are that many buckets."""
-    per_bucket = max(1.0, rows / max(1, buckets))
-    size = max(1, min(int(TASK_CLAIMS // per_bucket), -(-buckets // max(1, parallelism))))
-    return [ObjectBucket(first, min(first + size, buckets) - 1) for first in range(0, buckets, size)]
+    """The buckets split into runs of consecutive buckets, as even as whole buckets allow: at most
+    about :data:`TASK_CLAIMS` claims each (``rows`` in all), and a multiple of ``parallelism`` runs
+    (no last wave with idle workers), fewer only when there are fewer buckets."""
+    parallelism = max(1, parallelism)
+    wanted = max(parallelism, -(-rows // TASK_CLAIMS))
+    count = max(1, min(buckets, -(-wanted // parallelism) * parallelism))
+    edges = [buckets * index // count for index in range(count + 1)]
+    return [ObjectBucket(first, last - 1) for first, last in zip(edges, edges[1:], strict=False)]
 
 
 @dataclass(frozen=True)
