@@ -19,7 +19,8 @@ Variants (each run in its own process; ``benchmarks/crowd_scaling.py`` measures 
   spark          the whole release on embedded Spark ``local[2]`` started for the release, as
                  ``privlake run CONFIG`` does (the JVM starts while the driver lists the input; the
                  Great Expectations gate process starts with it), with privlake's default protection.
-  spark-warm     the same on a session already running and warmed up (the session's start outside the
+  spark-warm     the same on a session already running that has run a release before (a release of
+                 ``crowd_scaling.WARM_CLAIMS`` claims; the session's start and that release outside the
                  timed part): a scheduler that keeps its session, ``privlake run A.yaml B.yaml ...``.
   spark-cluster  the release started for itself on the standalone cluster of ``infra/spark_standalone.sh``
                  (a master and two workers of one core and 2 GiB each on loopback, authenticated and
