@@ -315,6 +315,13 @@ TASK_CLAIMS = 1_000_000
 group file is one task of every later job. Large: each Python task of an engine costs a fixed
 start (about 75 ms on Spark), which at a few hundred thousand claims a task was a fifth of a job
 that reads the claims."""
+DRIVER_TASK_CLAIMS = 250_000
+""":data:`TASK_CLAIMS` where the tasks run in the driver process (``Engine.tasks_in_driver``, the
+local engine): no start to pay, and the driver's peak holds one task."""
+
+
+def task_claims(tasks_in_driver: bool) -> int:
+    return DRIVER_TASK_CLAIMS if tasks_in_driver else TASK_CLAIMS
 
 
 def fine_bucket_count(fragment_sizes: list[int | None], parallelism: int) -> int:
@@ -332,12 +339,12 @@ class ObjectBucket:
     last: int
 
 
-def bucket_tasks(buckets: int, rows: int, parallelism: int) -> list[ObjectBucket]:
+def bucket_tasks(buckets: int, rows: int, parallelism: int, claims_per_task: int) -> list[ObjectBucket]:
     """The buckets split into runs of consecutive buckets, as even as whole buckets allow: at most
-    about :data:`TASK_CLAIMS` claims each (``rows`` in all), and a multiple of ``parallelism`` runs
-    (no last wave with idle workers), fewer only when there are fewer buckets."""
+    about ``claims_per_task`` claims each (``rows`` in all; :func:`task_claims`), and a multiple of
+    ``parallelism`` runs (no last wave with idle workers), fewer only when there are fewer buckets."""
     parallelism = max(1, parallelism)
-    wanted = max(parallelism, -(-rows // TASK_CLAIMS))
+    wanted = max(parallelism, -(-rows // max(1, claims_per_task)))
     count = max(1, min(buckets, -(-wanted // parallelism) * parallelism))
     edges = [buckets * index // count for index in range(count + 1)]
     return [ObjectBucket(first, last - 1) for first, last in zip(edges, edges[1:], strict=False)]

@@ -95,6 +95,7 @@ from pipelines.crowd.engine_input import (
     source_entries,
     stage_object_bucket,
     synthesize_group_file,
+    task_claims,
 )
 from pipelines.crowd.input import private_columns
 from pipelines.crowd.report_page import learned_density_samples
@@ -418,7 +419,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         duplicates=settings.duplicates, value_range=tuple(config.privacy.value_range), k=k,
         folder=prepared.staging / "input" / "objects",
     )
-    tasks = bucket_tasks(reading.buckets, by_code.get(ROWS, 0), engine.parallelism)
+    tasks = bucket_tasks(reading.buckets, by_code.get(ROWS, 0), engine.parallelism, task_claims(engine.tasks_in_driver))
     figures = engine.collect(engine.map_fragments(tasks, stage_object_bucket, crowd_group_summary_schema(), side))
     metric_rows = figures[figures["entry"] == METRIC]
     totals = metric_rows.groupby("code")["count"].sum()

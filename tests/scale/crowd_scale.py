@@ -79,7 +79,7 @@ def measure(config_path: Path, engine_name: str, bucket_bytes: int | None) -> di
         return {"seconds": figures["seconds"], "rows": outcome.manifest["rows"], "status": outcome.status}
     config = load_config(config_path)
     engine_input.BUCKET_INPUT_BYTES = bucket_bytes
-    engine_input.TASK_CLAIMS = 2_500
+    engine_input.TASK_CLAIMS = engine_input.DRIVER_TASK_CLAIMS = 2_500
     staging = config_path.parent / "traced-staging"
     figures: dict = {}
     with peak_memory(figures):

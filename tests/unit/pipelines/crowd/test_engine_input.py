@@ -61,6 +61,7 @@ def test_the_staged_claims_are_the_single_file_paths_canonical_claims(tmp_path: 
     if grouped:  # many fine buckets, several to a pass-2 task
         monkeypatch.setattr(engine_input, "BUCKET_INPUT_BYTES", 512)
         monkeypatch.setattr(engine_input, "TASK_CLAIMS", 300)
+        monkeypatch.setattr(engine_input, "DRIVER_TASK_CLAIMS", 300)
     claims = claims_with_duplicates(integers)
     claims.to_csv(tmp_path / "claims.csv", index=False)
     folder = tmp_path / "parts"
