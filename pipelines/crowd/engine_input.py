@@ -53,6 +53,7 @@ from pipelines.crowd.input import apply_duplicates_policy
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
 from pipelines.platform.fragment_tasks import (
+    NumberedFile,
     any_problem,
     code_counts,
     decoded,
@@ -316,8 +317,8 @@ group file is one task of every later job. Large: each Python task of an engine 
 start (about 75 ms on Spark), which at a few hundred thousand claims a task was a fifth of a job
 that reads the claims."""
 DRIVER_TASK_CLAIMS = 250_000
-""":data:`TASK_CLAIMS` where the tasks run in the driver process (``Engine.tasks_in_driver``, the
-local engine): no start to pay, and the driver's peak holds one task."""
+""":data:`TASK_CLAIMS` where the tasks run in the driver process (``Engine.tasks_in_driver``: the
+local engine, Beam's in-process runner): no start to pay, and the driver's peak holds one task."""
 
 
 def task_claims(tasks_in_driver: bool) -> int:
@@ -555,14 +556,6 @@ def output_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class GroupFile:
-    """A synthesis task: one staged group file (whole objects, sorted by object)."""
-
-    index: int
-    file: Where
-
-
-@dataclass(frozen=True)
 class SynthesisFileSide:
     """The side value of :func:`synthesize_group_file`."""
 
@@ -580,18 +573,18 @@ OUTCOME_ROW_GROUP = 1 << 16
 the row groups whose statistics can hold them (``arrow.read_key_rows``)."""
 
 
-def synthesize_group_file(task: GroupFile, side: SynthesisFileSide) -> pa.Table:
-    """Synthesis of one staged group file's objects (PrisCrowd Algorithm 1 per object: weights,
-    weighted KDE, candidates, the plausible-deniability test; ``synthesis_block``), the released
-    claims written to ``side.file_for(task.index)`` (sorted by object, then claim index; every task
-    writes its file, empty or not) and the output gate's rows for them (:func:`output_block`), all
-    in the task. Each object's draws come from its own keyed streams, so which objects share a file
+def synthesize_group_file(task: NumberedFile, side: SynthesisFileSide) -> pa.Table:
+    """Synthesis of one staged group file's objects (whole objects, in canonical order; PrisCrowd
+    Algorithm 1 per object: weights, weighted KDE, candidates, the plausible-deniability test;
+    ``synthesis_block``), the released claims written to ``side.file_for(task.ordinal)`` (sorted by
+    object, then claim index; every task writes its file, empty or not) and the output gate's rows
+    for them (:func:`output_block`), all in the task. Each object's draws come from its own keyed streams, so which objects share a file
     changes nothing."""
-    frame = storage.parquet_file(task.file).read().to_pandas()
+    frame = storage.parquet_file(task.where).read().to_pandas()
     outcome = synthesis_block(frame, side.synthesis)
     released = pa.Table.from_pandas(released_rows(outcome, None), schema=synthetic_claims_schema(side.object_type),
                                     preserve_index=False)
-    storage.write_table(released, side.file_for(task.index), row_group_size=OUTCOME_ROW_GROUP)
+    storage.write_table(released, side.file_for(task.ordinal), row_group_size=OUTCOME_ROW_GROUP)
     return pa.Table.from_pandas(output_block(outcome, side.output), schema=crowd_output_summary_schema(side.object_type),
                                 preserve_index=False)
 

@@ -81,7 +81,6 @@ from pipelines.crowd.engine_input import (
     TEXT_OBJECT_IDS,
     TEXT_SOURCE_IDS,
     ClaimsReading,
-    GroupFile,
     GroupSide,
     OutputSide,
     SynthesisFileSide,
@@ -103,6 +102,7 @@ from pipelines.crowd.validation import validate_crowd_input_metrics, validate_cr
 from pipelines.engines.arrow import read_key_rows, table_to_frame
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
+from pipelines.platform.fragment_tasks import NumberedFile
 from pipelines.platform.input import csv_problem
 from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
@@ -664,13 +664,13 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
     synthesis_tasks = SynthesisFileSide(synthesis_side(context, plan, quality), side, object_type,
                                         prepared.staging / "outcome")
-    tasks = [GroupFile(index, file) for index, file in enumerate(staged.files)]
+    tasks = [NumberedFile(file, index) for index, file in enumerate(staged.files)]
     with timer.stage("synthesize"):
         # one job: each task synthesizes a group file, writes its released claims and returns the
         # output gate's rows for them (engine_input.synthesize_group_file)
         rows = engine.collect(engine.map_fragments(tasks, synthesize_group_file,
                                                    crowd_output_summary_schema(object_type), synthesis_tasks))
-    outcome_files = [synthesis_tasks.file_for(task.index) for task in tasks]
+    outcome_files = [synthesis_tasks.file_for(task.ordinal) for task in tasks]
     with timer.stage("validate output"):
         output = checked_output(rows)
         output_validation = validate_crowd_output_metrics(output.metrics, claims_per_object=synthesis.claims_per_object,

@@ -334,10 +334,10 @@ class Engine(ABC):
     name: ClassVar[str]
     parallelism: int
     """Partitions of a key shuffle (and files of ``write_groups``): the engine's unit of parallel work."""
-    tasks_in_driver: ClassVar[bool] = False
-    """Whether tasks run in the driver process (the local engine): a kind then keeps its tasks
-    small, since the driver's peak memory holds one; elsewhere each task pays a worker's start and
-    tasks are sized large."""
+    tasks_in_driver: bool = False
+    """Whether tasks run in the driver process (the local engine, Beam's in-process runner): a kind
+    then keeps its tasks small, since the driver's peak memory holds one; elsewhere each task pays a
+    worker's start and tasks are sized large."""
 
     @abstractmethod
     def read_parquet(self, paths: Sequence[Path], schema: pa.Schema) -> Collection:

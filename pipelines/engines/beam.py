@@ -409,6 +409,7 @@ class BeamEngine(Engine):
         self.options = PipelineOptions(flags=list(options or []))
         self.runner_given = self.options.view_as(StandardOptions).runner is not None
         self.in_process = check_runner(options or [], allow_unencrypted)
+        self.tasks_in_driver = self.in_process  # the in-process runner runs the DoFns in this interpreter
         self.allow_unencrypted = allow_unencrypted
         self._held_tokens: list[str] = []
         self.parallelism = parallelism or DEFAULT_PARALLELISM

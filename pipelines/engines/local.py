@@ -141,7 +141,7 @@ class LocalEngine(Engine):
     """In-process engine; ``parallelism`` partitions, at most ``rows_per_call`` rows per call."""
 
     name: ClassVar[str] = "local"
-    tasks_in_driver: ClassVar[bool] = True
+    tasks_in_driver = True
 
     def __init__(self, parallelism: int | None = None, rows_per_call: int = arrow.DEFAULT_ROWS_PER_CALL,
                  spill_bytes: int | None = None):

@@ -155,6 +155,22 @@ def test_formats_are_inferred_and_a_mix_is_refused(tmp_path: Path) -> None:
     assert read_fragment(only, ["value"]).column("value").to_pylist() == [0.0, 1.0, 2.0]
 
 
+def test_format_errors_name_files_without_their_folders(tmp_path: Path) -> None:
+    """A partition folder may hold a private value: the format errors name a file by its base name
+    only (checked after the third issue-15 review: they always did; this keeps it so)."""
+    for folder, name in (("value=61.37", "000000_0"), ("value=70.5", "b.parquet"), ("value=61.37", "a.csv")):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        pq.write_table(claims(0), tmp_path / folder / name)
+    with pytest.raises(InputError, match="mixes CSV and Parquet files") as mixed:
+        list_fragments(SourceSpec(path=str(tmp_path)))
+    (tmp_path / "value=61.37" / "a.csv").unlink()
+    (tmp_path / "value=70.5" / "b.parquet").unlink()
+    with pytest.raises(InputError, match="cannot tell the format of 000000_0 from its name") as unknown:
+        list_fragments(SourceSpec(path=str(tmp_path)))
+    for error in (mixed, unknown):
+        assert "61.37" not in one_line(error) and "70.5" not in one_line(error)
+
+
 def test_the_canonical_order_does_not_depend_on_the_order_files_were_written(tmp_path: Path) -> None:
     days = [("2026-12-0" + str(day), part) for day in (1, 2, 3) for part in (0, 1, 2)]
     shuffled = days[:]
