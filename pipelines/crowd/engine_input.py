@@ -55,10 +55,8 @@ from pipelines.engines.storage import Where
 from pipelines.platform.fragment_tasks import (
     NumberedFile,
     any_problem,
-    code_counts,
     decoded,
     entry_rows,
-    fingerprints,
     located_problems,
     read_mapped_columns,
 )
@@ -278,17 +276,9 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
 
 # ---- pass-1 summaries, reduced on the engine (batch functions) -------------------------------------
 
-def metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    return code_counts(frame, METRIC)
-
-
 def problem_rows(frame: pd.DataFrame, code: int) -> pd.DataFrame:
     """The summary rows of one problem (for ``first_row``)."""
     return frame[(frame["entry"] == METRIC) & (frame["code"] == code)].reset_index(drop=True)
-
-
-def fingerprint_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    return fingerprints(frame, FINGERPRINT)
 
 
 def driver_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
@@ -448,11 +438,6 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def group_metric_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    """Pass 2's metric and staged-file rows (a few per bucket: collected)."""
-    return frame[frame["entry"].isin([METRIC, STAGED])].reset_index(drop=True)
-
-
 # ---- the output gate's metrics and the evaluation's sample (map_groups over the outcome) ---------
 
 OUT_ROWS, OUT_OBJECTS, OUT_RELEASED, OUT_SUPPRESSED = 0, 1, 2, 3
@@ -578,8 +563,8 @@ def synthesize_group_file(task: NumberedFile, side: SynthesisFileSide) -> pa.Tab
     Algorithm 1 per object: weights, weighted KDE, candidates, the plausible-deniability test;
     ``synthesis_block``), the released claims written to ``side.file_for(task.ordinal)`` (sorted by
     object, then claim index; every task writes its file, empty or not) and the output gate's rows
-    for them (:func:`output_block`), all in the task. Each object's draws come from its own keyed streams, so which objects share a file
-    changes nothing."""
+    for them (:func:`output_block`), all in the task. Each object's draws come from its own keyed
+    streams, so which objects share a file changes nothing."""
     frame = storage.parquet_file(task.where).read().to_pandas()
     outcome = synthesis_block(frame, side.synthesis)
     released = pa.Table.from_pandas(released_rows(outcome, None), schema=synthetic_claims_schema(side.object_type),
@@ -595,17 +580,3 @@ def raw_median_block(frame: pd.DataFrame, side: OutputSide) -> pd.DataFrame:
     medians = frame.groupby("object_id", sort=True)["value"].median()
     chosen = sampled(medians.index.to_numpy(), side.sample_fraction, side.sample_key)
     return pd.DataFrame({"object_id": medians.index.to_numpy()[chosen], "value": medians.to_numpy(np.float64)[chosen]})
-
-
-def output_entries(frame: pd.DataFrame, entry: int) -> pd.DataFrame:
-    return frame[frame["entry"] == entry].reset_index(drop=True)
-
-
-def output_metric_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    return code_counts(frame, METRIC)
-
-
-def reason_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"] == REASON]
-    return pd.DataFrame({"reason": chosen["reason"].astype(str).to_numpy(dtype=object),
-                         "count": chosen["count"].to_numpy(np.int64)})

@@ -27,29 +27,6 @@ def synthetic_claims_schema(object_id_type: pa.DataType) -> pa.Schema:
     )
 
 
-def synthesis_outcome_schema(object_id_type: pa.DataType) -> pa.Schema:
-    """What one synthesis pass returns per object: its released claims and one summary row.
-
-    ``claim_index >= 0`` rows are synthetic claims; the row with ``claim_index == -1`` is the
-    object's summary (input claim count, released, attempts, fallback and capped slots,
-    suppression reason). Summary rows never leave the driver (operator figures).
-    """
-    return pa.schema(
-        [
-            pa.field("object_id", object_id_type),
-            pa.field("claim_index", pa.int32()),
-            pa.field("value", pa.float64()),
-            pa.field("claims", pa.int64()),
-            pa.field("released", pa.int64()),
-            pa.field("attempts", pa.int64()),
-            pa.field("fallbacks", pa.int64()),
-            pa.field("capped", pa.int64()),
-            pa.field("suppressed", pa.bool_()),
-            pa.field("reason", pa.string()),
-        ]
-    )
-
-
 SOURCE_LOSS_SCHEMA_FIELDS = [("loss_fixed", pa.int64()), ("objects", pa.int64())]
 
 
@@ -83,10 +60,6 @@ def crowd_sources_schema(source_id_type: pa.DataType) -> pa.Schema:
     return pa.schema([pa.field("source_id", source_id_type), pa.field("count", pa.int64())])
 
 
-CROWD_METRICS_SCHEMA = pa.schema([pa.field("code", pa.int64()), pa.field("count", pa.int64())])
-"""Metric partial counts, summed per ``code`` by ``sum_by_key``."""
-
-
 def crowd_group_summary_schema() -> pa.Schema:
     """What one object bucket's task returns (pass 2: duplicates, clipping, per-object counts):
     metrics with a first ``ROW_ID`` and a ``detail`` (the earlier row of a duplicate, the claims of
@@ -114,12 +87,6 @@ def crowd_output_summary_schema(object_id_type: pa.DataType) -> pa.Schema:
         pa.field("value", pa.float64()),
         pa.field("reason", pa.string()),
     ])
-
-
-CROWD_REASONS_SCHEMA = pa.schema([pa.field("reason", pa.string()), pa.field("count", pa.int64())])
-"""Suppressed objects per reason."""
-CROWD_FINGERPRINTS_SCHEMA = pa.schema([pa.field("code", pa.int64()), pa.field("fingerprint", pa.string())])
-"""Each fragment's (keyed) fingerprint, by ordinal."""
 
 
 def crowd_medians_schema(object_id_type: pa.DataType) -> pa.Schema:
