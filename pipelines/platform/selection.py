@@ -51,10 +51,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
-from urllib.parse import unquote, urlparse
-from urllib.request import url2pathname
+from urllib.parse import unquote
 
+from pipelines.engines import storage
 from pipelines.platform.errors import ConfigError
+from pipelines.platform.sources import table_metadata
 from schemas.sources import SourceSpec
 
 GUIDE = 'select rows by public columns only (docs/PRIVACY.md, "Input selection")'
@@ -162,7 +163,7 @@ def refuse_private_partitions(fragments: Sequence[Any], private: Mapping[str, st
                               f"releases treat as private ({what}); the input's order may not follow a private "
                               f"column; {GUIDE}")
     for scan in _table_scans(fragments):
-        metadata = _table_metadata(scan.metadata_location, scan.properties)
+        metadata, _ = table_metadata(scan.metadata_location, scan.properties)
         for key in _data_file_keys(metadata, [fragment.name for fragment in fragments
                                               if getattr(fragment, "iceberg", None) is not None]):
             what = _private(key, private)
@@ -214,19 +215,10 @@ def _table_scans(fragments: Iterable[Any]) -> list[Any]:
     return list(scans.values())
 
 
-def _table_metadata(metadata_location: str, properties: Iterable[tuple[str, str]]) -> Any:
-    """A table's metadata (the immutable file the listing planned from)."""
-    from pyiceberg.io import load_file_io
-    from pyiceberg.serializers import FromInputFile
-
-    io = load_file_io(dict(properties), metadata_location)
-    return FromInputFile.table_metadata(io.new_input(metadata_location))
-
-
 def _local_text(text: str) -> str:
     """A plain path or ``file://`` URI as a plain path; any other URI as it is."""
-    parsed = urlparse(text)
-    return url2pathname(parsed.path) if parsed.scheme in ("", "file") else text
+    local = storage.local_path(text)
+    return text if local is None else str(local)
 
 
 def _data_file_keys(metadata: Any, files: Iterable[str]) -> list[str]:

@@ -625,7 +625,7 @@ def _read_parquet(fragment: Fragment, file_columns: list[str] | None, keys_read:
 
 
 @functools.lru_cache(maxsize=8)
-def _table_metadata(metadata_location: str, properties: tuple[tuple[str, str], ...]) -> tuple[Any, Any]:
+def table_metadata(metadata_location: str, properties: tuple[tuple[str, str], ...]) -> tuple[Any, Any]:
     """A table's metadata file and a FileIO for its files, read once per process and input
     (a metadata file is never rewritten under its name)."""
     from pyiceberg.io import load_file_io
@@ -642,7 +642,7 @@ def _read_iceberg(fragment: Fragment, file_columns: list[str] | None) -> pa.Tabl
 
     scan = fragment.iceberg
     assert scan is not None
-    metadata, io = _table_metadata(scan.metadata_location, scan.properties)
+    metadata, io = table_metadata(scan.metadata_location, scan.properties)
     snapshot = metadata.snapshot_by_id(scan.snapshot_id)
     schema = metadata.schema()
     if snapshot is not None and snapshot.schema_id is not None:
