@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,6 +51,7 @@ from pipelines.crowd.blocks import SynthesisSide, released_rows, synthesis_block
 from pipelines.crowd.input import apply_duplicates_policy
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
+from pipelines.platform.bucket_files import read_bucket_batches, write_bucket_file
 from pipelines.platform.fragment_tasks import (
     NumberedFile,
     any_problem,
@@ -60,6 +60,7 @@ from pipelines.platform.fragment_tasks import (
     located_problems,
     read_mapped_columns,
 )
+from pipelines.platform.release_shards import write_outcome
 from pipelines.platform.repeated_keys import bucket_ids
 from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.crowd.tables import (
@@ -213,20 +214,6 @@ def object_buckets(ids: np.ndarray, kind: int, buckets: int) -> np.ndarray:
     return result
 
 
-def _write_buckets(table: pa.Table, buckets: np.ndarray, count: int, where: Where) -> None:
-    order = np.argsort(buckets, kind="stable")
-    ordered = table.take(pa.array(order))
-    columns = [column.combine_chunks() for column in ordered.columns]  # once: a batch per bucket slices them
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets, minlength=count))])
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, ordered.schema) as writer:
-        for bucket in range(count):
-            start, stop = int(bounds[bucket]), int(bounds[bucket + 1])
-            writer.write_batch(pa.RecordBatch.from_arrays([column.slice(start, stop - start) for column in columns],
-                                                          schema=ordered.schema))
-    storage.write_bytes(where, sink.getvalue().to_pybytes())
-
-
 def _id_array(ids: np.ndarray, kind: int | None) -> pa.Array:
     return pa.array(ids, pa.int64() if kind == INTEGER else pa.string())
 
@@ -261,7 +248,7 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
         ROW_ID: pa.array(row_ids[kept], pa.int64()),
     })
     buckets = object_buckets(object_ids, object_kind or TEXT, side.buckets) if len(kept) else np.zeros(0, np.int64)
-    _write_buckets(claims, buckets, side.buckets, side.file_for(fragment.ordinal))
+    write_bucket_file(claims, buckets, side.buckets, side.file_for(fragment.ordinal))
     if not len(kept):
         return summary
     distinct = pd.unique(source_ids)
@@ -359,18 +346,6 @@ class GroupSide:
         return self.folder / f"part-{index:05d}.parquet"
 
 
-def _bucket_batches(where: Where, first: int, last: int) -> list[pa.RecordBatch]:
-    """Buckets ``first`` to ``last`` of one fragment's file, the file opened once (a task opening
-    it once per bucket made pass 2 cost fragments x buckets file opens: 553 s at 10^8 claims)."""
-    if isinstance(where, Path):  # read at offsets, not memory-mapped (repeated_keys does the same)
-        with pa.OSFile(str(where)) as source:
-            reader = pa.ipc.open_file(source)
-            return [reader.get_batch(index) for index in range(first, last + 1)]
-    with storage.open_input(where) as source:
-        reader = pa.ipc.open_file(source)
-        return [reader.get_batch(index) for index in range(first, last + 1)]
-
-
 def _reconciled(column: pa.Array, integers: bool) -> np.ndarray:
     if integers:
         return column.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -388,7 +363,7 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     """Pass 2 for one bucket (module docstring)."""
     schema = crowd_group_summary_schema()
     # by file, then bucket (the rows are put in ROW_ID order below, whatever the order here)
-    parts = [batch for file in side.files for batch in _bucket_batches(file, task.index, task.last)
+    parts = [batch for file in side.files for batch in read_bucket_batches(file, task.index, task.last)
              if batch.num_rows]
     if not parts:
         return schema.empty_table()
@@ -548,28 +523,26 @@ class SynthesisFileSide:
     output: OutputSide
     object_type: pa.DataType
     folder: Where
+    buckets: int
+    """The outcome files' buckets (``release_shards.outcome_buckets``)."""
 
     def file_for(self, index: int) -> Where:
-        return self.folder / f"part-{index:05d}.parquet"
-
-
-OUTCOME_ROW_GROUP = 1 << 16
-"""Released claims per row group of an outcome file: the report reads its few sample objects from
-the row groups whose statistics can hold them (``arrow.read_key_rows``)."""
+        return self.folder / f"part-{index:05d}.arrow"
 
 
 def synthesize_group_file(task: NumberedFile, side: SynthesisFileSide) -> pa.Table:
     """Synthesis of one staged group file's objects (whole objects, in canonical order; PrisCrowd
     Algorithm 1 per object: weights, weighted KDE, candidates, the plausible-deniability test;
-    ``synthesis_block``), the released claims written to ``side.file_for(task.ordinal)`` (sorted by
-    object, then claim index; every task writes its file, empty or not) and the output gate's rows
-    for them (:func:`output_block`), all in the task. Each object's draws come from its own keyed
-    streams, so which objects share a file changes nothing."""
+    ``synthesis_block``), the released claims written to ``side.file_for(task.ordinal)`` (an
+    outcome file of ``release_shards``: by the top bits of the object's hash, then by object and
+    claim index; every task writes its file, empty or not) and the output gate's rows for them
+    (:func:`output_block`), all in the task. Each object's draws come from its own keyed streams, so
+    which objects share a file changes nothing."""
     frame = storage.parquet_file(task.where).read().to_pandas()
     outcome = synthesis_block(frame, side.synthesis)
     released = pa.Table.from_pandas(released_rows(outcome, None), schema=synthetic_claims_schema(side.object_type),
                                     preserve_index=False)
-    storage.write_table(released, side.file_for(task.ordinal), row_group_size=OUTCOME_ROW_GROUP)
+    write_outcome(released, "object_id", side.buckets, side.file_for(task.ordinal))
     return pa.Table.from_pandas(output_block(outcome, side.output), schema=crowd_output_summary_schema(side.object_type),
                                 preserve_index=False)
 

@@ -110,6 +110,14 @@ from pipelines.platform.release import (
     ReleaseKind,
     ReleaseResult,
 )
+from pipelines.platform.release_shards import (
+    RELEASE_SHARD_SCHEMA,
+    ShardSide,
+    outcome_buckets,
+    release_shard_tasks,
+    write_release_shard,
+    written_files,
+)
 from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
@@ -636,12 +644,8 @@ def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth:
 
 
 RELEASE_FILE_ROWS = 500_000
-"""Released claims per file of the release, about (docs/PRIVACY.md, "The layout of a release")."""
-
-
-def release_files(released_rows: int) -> int:
-    """The release's file count: a function of its public row count only."""
-    return max(1, -(-released_rows // RELEASE_FILE_ROWS))
+"""Released claims per file of the release: between this and twice this (``release_shards.shard_count``;
+docs/PRIVACY.md, "The layout of a release")."""
 
 
 def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedInput, engine: Engine) -> ReleaseResult:
@@ -662,8 +666,11 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     output_schema = synthetic_claims_schema(object_type)
     fraction = min(1.0, EVALUATION_OBJECTS / max(1, checked.objects)) if evaluated else 0.0
     side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
+    # the outcome files' buckets: enough for the largest release these objects could give (every
+    # object released), so that each release file is a range of buckets (release_shards)
     synthesis_tasks = SynthesisFileSide(synthesis_side(context, plan, quality), side, object_type,
-                                        prepared.staging / "outcome")
+                                        prepared.staging / "outcome",
+                                        outcome_buckets(checked.objects * synthesis.claims_per_object, RELEASE_FILE_ROWS))
     tasks = [NumberedFile(file, index) for index, file in enumerate(staged.files)]
     with timer.stage("synthesize"):
         # one job: each task synthesizes a group file, writes its released claims and returns the
@@ -677,10 +684,14 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
                                                           k=config.privacy.k)
     with timer.stage("write staging"):
         # The release's files: by a hash of the released object ids into a number of files set by
-        # the released row count, both public (the outcome files follow the input's bytes).
-        files = engine.write_by_key(engine.read_parquet(outcome_files, output_schema), "object_id", ["claim_index"],
-                                    release_files(output.totals.get(OUT_ROWS, 0)), prepared.staging / "data",
-                                    output_schema)
+        # the released row count, both public (the outcome files follow the input's bytes), a task
+        # each (release_shards).
+        data = prepared.staging / "data"
+        names = engine.collect(engine.map_fragments(
+            release_shard_tasks(output.totals.get(OUT_ROWS, 0), RELEASE_FILE_ROWS), write_release_shard,
+            RELEASE_SHARD_SCHEMA, ShardSide(tuple(outcome_files), synthesis_tasks.buckets, "object_id",
+                                            ("claim_index",), data, output_schema)))
+        files = written_files(data, names["path"])
     evaluation: dict[str, Any] = {}
     truth = _read_truth(config, object_type, {*output.released_medians.index, *output.sample_ids})
     if truth is not None:
@@ -726,22 +737,22 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "input_fingerprint": checked.fingerprint,
         "evaluation": evaluation,
         # `privlake report`: a few released objects' learned densities (a curve each, never claims)
-        "report": _density_samples(context, plan, quality, checked, outcome_files, output, truth),
+        "report": _density_samples(context, plan, quality, checked, files, output, truth),
     }
     return ReleaseResult(files, output_schema, manifest, output_validation.success, output_validation.first_line(),
                          internal)
 
 
 def _density_samples(context: ReleaseContext, plan: CrowdPlan, quality: SourceQuality, checked: CheckedClaims,
-                     outcome_files: list[Path], output: CheckedOutput, truth: pd.Series | None) -> dict[str, Any]:
+                     release_files: list[Path], output: CheckedOutput, truth: pd.Series | None) -> dict[str, Any]:
     """The report's learned densities of the first ``SAMPLE_OBJECTS`` released objects: only those
     objects' claims and released claims come to the driver (each object at most the largest object's
-    claims), read from the row groups of the staged group files (sorted by object) that can hold
-    them, not by a job over every file."""
+    claims), read from the row groups that can hold them of the staged group files and of the release's
+    files (both sorted by object), not by a job over every file."""
     ids = output.sample_ids
     claims = read_key_rows(checked.object_files, "object_id", ids, checked.input_schema)
     output_schema = synthetic_claims_schema(checked.input_schema.field("object_id").type)
-    released = table_to_frame(read_key_rows(outcome_files, "object_id", ids, output_schema))
+    released = table_to_frame(read_key_rows(release_files, "object_id", ids, output_schema))
     return learned_density_samples(
         claims, released[["object_id", "claim_index", "value"]],
         lambda block: object_weights(block, np.full(block.number_of_objects, plan.bandwidth),

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.engines import storage
 from pipelines.engines.storage import Where
+from pipelines.platform.bucket_files import read_bucket_batches, write_bucket_file
 
 ROW_ID = "ROW_ID"
 BUCKET_INPUT_BYTES = 2 << 20
@@ -101,18 +100,9 @@ def write_key_buckets(keys: pa.Array, row_ids: np.ndarray, target: KeyBuckets, o
     """The map side: ``keys`` (canonical, no nulls) with their ``row_ids``, bucketed into one IPC
     file of ``target.buckets`` record batches (bucket ``b`` is batch ``b``, possibly empty)."""
     ids = bucket_ids(keys, target.buckets) if len(keys) else np.zeros(0, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    sorted_keys = keys.take(pa.array(order))
-    sorted_rows = pa.array(np.asarray(row_ids, dtype=np.int64)[order], pa.int64())
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=target.buckets))])
-    schema = pa.schema([pa.field("key", keys.type), pa.field(ROW_ID, pa.int64())])
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, schema) as writer:
-        for bucket in range(target.buckets):
-            start, stop = int(bounds[bucket]), int(bounds[bucket + 1])
-            writer.write_batch(pa.RecordBatch.from_arrays(
-                [sorted_keys.slice(start, stop - start), sorted_rows.slice(start, stop - start)], schema=schema))
-    storage.write_bytes(target.file_for(ordinal), sink.getvalue().to_pybytes())
+    table = pa.table([keys, pa.array(np.asarray(row_ids, dtype=np.int64), pa.int64())],
+                     schema=pa.schema([pa.field("key", keys.type), pa.field(ROW_ID, pa.int64())]))
+    write_bucket_file(table, ids, target.buckets, target.file_for(ordinal))
 
 
 @dataclass(frozen=True)
@@ -123,17 +113,9 @@ class KeyBucket:
     files: tuple[Where, ...]
 
 
-def _bucket_batch(where: Where, index: int) -> pa.RecordBatch:
-    if isinstance(where, Path):  # read at offsets, not memory-mapped: a map faults in far more than one batch
-        with pa.OSFile(str(where)) as source:
-            return pa.ipc.open_file(source).get_batch(index)
-    with storage.open_input(where) as source:
-        return pa.ipc.open_file(source).get_batch(index)
-
-
 def repeated_key_rows(task: KeyBucket, side: Any) -> pa.Table:
     """The reduce side: one row (:data:`REPEATS_SCHEMA`) for the bucket."""
-    batches = [batch for batch in (_bucket_batch(file, task.index) for file in task.files) if batch.num_rows]
+    batches = [batch for batch in (read_bucket_batches(file, task.index, task.index)[0] for file in task.files) if batch.num_rows]
     none = pa.table({"repeats": [0], ROW_ID: pa.nulls(1, pa.int64()), "earlier_row_id": pa.nulls(1, pa.int64())},
                     schema=REPEATS_SCHEMA)
     if not batches:
