@@ -56,7 +56,6 @@ from pipelines.platform.fragment_tasks import (
     NumberedFile,
     any_problem,
     decoded,
-    entry_rows,
     located_problems,
     read_mapped_columns,
 )
@@ -128,6 +127,9 @@ class ClaimsReading:
 
     def file_for(self, ordinal: int) -> Where:
         return self.folder / f"claims-{ordinal:07d}.arrow"
+
+    def sources_for(self, ordinal: int) -> Where:
+        return self.folder / f"sources-{ordinal:07d}.arrow"
 
     @property
     def roles(self) -> dict[str, str]:
@@ -237,8 +239,7 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
             rows.append({"entry": METRIC, "code": codes[0] if kind == INTEGER else codes[1], "count": 1})
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "count": 0,
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
-    schema = crowd_input_summary_schema()
-    summary = pa.Table.from_pylist(rows, schema=schema)
+    summary = pa.Table.from_pylist(rows, schema=crowd_input_summary_schema())
     kept = np.flatnonzero(good)
     object_ids, source_ids = objects[kept], sources[kept]
     claims = pa.table({
@@ -249,36 +250,21 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
     })
     buckets = object_buckets(object_ids, object_kind or TEXT, side.buckets) if len(kept) else np.zeros(0, np.int64)
     write_bucket_file(claims, buckets, side.buckets, side.file_for(fragment.ordinal))
-    if not len(kept):
-        return summary
-    distinct = pd.unique(source_ids)
-    source_rows = entry_rows(
-        schema, SOURCE, len(distinct), count=np.ones(len(distinct), dtype=np.int64),
-        source_int=pa.array(distinct, pa.int64()) if source_kind == INTEGER else None,
-        # text always (an integer as its decimal digits): the input's kind is decided across fragments
-        source_text=(pa.array(distinct, pa.int64()).cast(pa.string()) if source_kind == INTEGER
-                     else pa.array(distinct, pa.string())))
-    return pa.concat_tables([summary, source_rows])
+    # the fragment's distinct sources, as the fragment typed them (the input's kind is decided
+    # across fragments): read back by fragment_sources, not shipped through the engine
+    distinct = pa.table({"source_id": _id_array(pd.unique(source_ids), source_kind or INTEGER)})
+    write_bucket_file(distinct, np.zeros(distinct.num_rows, np.int64), 1, side.sources_for(fragment.ordinal))
+    return summary
 
 
-# ---- pass-1 summaries, reduced on the engine (batch functions) -------------------------------------
+# ---- the input's distinct sources, from pass 1's files -------------------------------------------
 
-def problem_rows(frame: pd.DataFrame, code: int) -> pd.DataFrame:
-    """The summary rows of one problem (for ``first_row``)."""
-    return frame[(frame["entry"] == METRIC) & (frame["code"] == code)].reset_index(drop=True)
-
-
-def driver_entries(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    """Pass 1's metric and fingerprint rows (a few per fragment: collected in one job)."""
-    return frame[frame["entry"].isin([METRIC, FINGERPRINT])].reset_index(drop=True)
-
-
-def source_entries(frame: pd.DataFrame, integers: bool) -> pd.DataFrame:
+def fragment_sources(task: NumberedFile, integers: bool) -> pa.Table:
     """A fragment's distinct sources as the input's kind (``integers``: every fragment's source ids
-    were integers; else text, a fragment's integers as their decimal digits)."""
-    chosen = frame[frame["entry"] == SOURCE]
-    ids: Any = chosen["source_int"].to_numpy(np.int64) if integers else chosen["source_text"].to_numpy(dtype=object)
-    return pd.DataFrame({"source_id": ids, "count": np.ones(len(chosen), dtype=np.int64)})
+    were integers; else text, a fragment's integers as their decimal digits), a count of 1 each."""
+    ids = pa.Table.from_batches(read_bucket_batches(task.where, 0, 0)).column("source_id").combine_chunks()
+    ids = ids.cast(pa.int64()) if integers else ids.cast(pa.string())
+    return pa.table({"source_id": ids, "count": pa.array(np.ones(len(ids), dtype=np.int64))})
 
 
 # ---- pass 2: one task per object bucket -----------------------------------------------------------

@@ -85,13 +85,11 @@ from pipelines.crowd.engine_input import (
     OutputSide,
     SynthesisFileSide,
     bucket_tasks,
-    driver_entries,
     fine_bucket_count,
-    problem_rows,
+    fragment_sources,
     raw_median_block,
     read_claims_fragment,
     sample_key,
-    source_entries,
     stage_object_bucket,
     synthesize_group_file,
     task_claims,
@@ -393,29 +391,28 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
         fingerprint_key=fragment_key or fingerprint_key,
     )
-    summary = engine.persist(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
+    # a few rows per fragment, collected: its fingerprint and its metrics
+    entries = engine.collect(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
                                                   reading))
-    try:
-        # a few rows per fragment: its fingerprint and its metrics, in one job
-        entries = engine.collect(engine.map_batches(summary, driver_entries, crowd_input_summary_schema()))
-        prints = entries[entries["entry"] == FINGERPRINT]
-        if check_prints is not None:
-            check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))
-        metric_sums = entries[entries["entry"] == METRIC].groupby("code")["count"].sum()
-        by_code = {int(code): int(count) for code, count in metric_sums.items()}
-        metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
-        failing = [code for code in INPUT_PASS_PROBLEMS if by_code.get(code, 0)]
-        if not by_code.get(ROWS, 0) or failing:
-            validation = validate_crowd_input_metrics(metrics, file_name=name, duplicates_policy=settings.duplicates)
-            raise _input_failure(engine, summary, validation, failing, by_code, fragments, settings, name)
-        object_integers = by_code.get(TEXT_OBJECT_IDS, 0) == 0
-        source_integers = by_code.get(TEXT_SOURCE_IDS, 0) == 0
-        distinct = engine.sum_by_key(
-            engine.map_batches(summary, source_entries, crowd_sources_schema(pa.int64() if source_integers
-                                                                             else pa.string()), side=source_integers),
-            "source_id", ["count"])
-    finally:
-        engine.unpersist(summary)
+    prints = entries[entries["entry"] == FINGERPRINT]
+    if check_prints is not None:
+        check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))
+    metric_rows = entries[entries["entry"] == METRIC]
+    by_code = {int(code): int(count) for code, count in metric_rows.groupby("code")["count"].sum().items()}
+    metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
+    failing = [code for code in INPUT_PASS_PROBLEMS if by_code.get(code, 0)]
+    if not by_code.get(ROWS, 0) or failing:
+        validation = validate_crowd_input_metrics(metrics, file_name=name, duplicates_policy=settings.duplicates)
+        raise _input_failure(metric_rows, validation, failing, by_code, fragments, settings, name)
+    object_integers = by_code.get(TEXT_OBJECT_IDS, 0) == 0
+    source_integers = by_code.get(TEXT_SOURCE_IDS, 0) == 0
+    # the distinct sources from pass 1's source files, as many tasks as the engine runs at once
+    source_files = [NumberedFile(reading.sources_for(fragment.ordinal), fragment.ordinal) for fragment in fragments]
+    distinct = engine.sum_by_key(
+        engine.map_fragments(source_files, fragment_sources,
+                             crowd_sources_schema(pa.int64() if source_integers else pa.string()), side=source_integers,
+                             fragments_per_task=-(-len(source_files) // max(1, engine.parallelism))),
+        "source_id", ["count"])
     sources = np.sort(distinct["source_id"].to_numpy(np.int64 if source_integers else object))
     fingerprint = _claims_fingerprint(
         input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True)),
@@ -469,18 +466,18 @@ def _problem_line(code: int, settings: CrowdInput, count: int) -> tuple[str, str
     return message, getattr(settings.columns, canonical)
 
 
-def _input_failure(engine: Engine, summary: Any, validation: Any, failing: list[int], by_code: dict[int, int],
+def _input_failure(metric_rows: pd.DataFrame, validation: Any, failing: list[int], by_code: dict[int, int],
                    fragments: list[Fragment], settings: CrowdInput, name: str) -> PrivlakeError:
     """The failing pass-1 gate's one line: the first failing check (in the suite's order) at its
-    first failing row (a distributed minimum over the rows the tasks flagged)."""
+    first failing row (the smallest of the first rows the fragments' tasks flagged, collected)."""
     if not failing:
         return InputError(name, "no rows (empty input)")
     code = failing[0]
-    first = engine.first_row(engine.map_batches(summary, problem_rows, crowd_input_summary_schema(), side=code), ROW_ID)
+    flagged = metric_rows.loc[(metric_rows["code"] == code) & metric_rows[ROW_ID].notna(), ROW_ID]
     message, column = _problem_line(code, settings, by_code.get(code, 0))
-    if first is None:
+    if flagged.empty:
         return InputError(name, message, column=column)
-    return row_error(fragments, int(first[ROW_ID]), message, column=column)
+    return row_error(fragments, int(flagged.min()), message, column=column)
 
 
 def _located(rows: pd.DataFrame, code: int, fragments: list[Fragment], settings: CrowdInput,

@@ -41,22 +41,19 @@ ROW_ID = "ROW_ID"
 
 def crowd_input_summary_schema() -> pa.Schema:
     """What one input fragment's task returns (``pipelines/crowd/engine_input.py``, pass 1):
-    metrics (``code``, ``count``, the first failing row's ``ROW_ID``), the fragment's
-    fingerprint, and its distinct source ids (as integers or as text, whichever the fragment's
-    ids were)."""
+    metrics (``code``, ``count``, the first failing row's ``ROW_ID``) and the fragment's
+    fingerprint: a few rows, collected (its distinct sources go to a file beside its claims)."""
     return pa.schema([
         pa.field("entry", pa.int32(), nullable=False),
         pa.field("code", pa.int32(), nullable=False),
         pa.field(ROW_ID, pa.int64()),
         pa.field("count", pa.int64(), nullable=False),
         pa.field("fingerprint", pa.string()),
-        pa.field("source_int", pa.int64()),
-        pa.field("source_text", pa.string()),
     ])
 
 
 def crowd_sources_schema(source_id_type: pa.DataType) -> pa.Schema:
-    """Distinct source ids with a count (the engine's distinct over the fragments' summaries)."""
+    """Distinct source ids with a count (the engine's distinct over the fragments' source files)."""
     return pa.schema([pa.field("source_id", source_id_type), pa.field("count", pa.int64())])
 
 
