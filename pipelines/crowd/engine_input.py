@@ -71,7 +71,7 @@ from schemas.crowd.tables import (
 )
 from schemas.tables import ROW_NUMBER
 
-METRIC, FINGERPRINT, SOURCE, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 3, 5, 6, 7, 8
+METRIC, FINGERPRINT, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 5, 6, 7, 8
 """What a summary row is (its ``entry``)."""
 
 ROWS = 0
