@@ -110,6 +110,8 @@ METRIC_NAMES = {
 INPUT_PASS_PROBLEMS = tuple(code for code in PROBLEMS if code != DUPLICATE)
 _INTEGER_TEXT = r"^[+-]?\d{1,18}$"
 INTEGER, TEXT = 1, 2
+NO_ROW = -1
+"""The ``ROW_ID`` of a pass-1 summary row that names no row (ROW_IDs are never negative)."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,9 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
             rows.append({"entry": METRIC, "code": codes[0] if kind == INTEGER else codes[1], "count": 1})
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "count": 0,
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
-    summary = pa.Table.from_pylist(rows, schema=crowd_input_summary_schema())
+    # every row has a ROW_ID (NO_ROW where none): a null column would reach the driver's frame as
+    # floats, which round ROW_IDs of fragments past 2^13
+    summary = pa.Table.from_pylist([{ROW_ID: NO_ROW, **row} for row in rows], schema=crowd_input_summary_schema())
     kept = np.flatnonzero(good)
     object_ids, source_ids = objects[kept], sources[kept]
     claims = pa.table({

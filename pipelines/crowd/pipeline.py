@@ -60,6 +60,7 @@ from pipelines.crowd.engine_input import (
     LARGEST_OBJECT,
     METRIC,
     METRIC_NAMES,
+    NO_ROW,
     OBJECTS,
     OUT_ATTEMPTS,
     OUT_CAPPED,
@@ -473,7 +474,7 @@ def _input_failure(metric_rows: pd.DataFrame, validation: Any, failing: list[int
     if not failing:
         return InputError(name, "no rows (empty input)")
     code = failing[0]
-    flagged = metric_rows.loc[(metric_rows["code"] == code) & metric_rows[ROW_ID].notna(), ROW_ID]
+    flagged = metric_rows.loc[(metric_rows["code"] == code) & (metric_rows[ROW_ID] != NO_ROW), ROW_ID]
     message, column = _problem_line(code, settings, by_code.get(code, 0))
     if flagged.empty:
         return InputError(name, message, column=column)
@@ -641,7 +642,8 @@ def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth:
 
 
 RELEASE_FILE_ROWS = 500_000
-"""Released claims per file of the release: between this and twice this (``release_shards.shard_count``;
+"""Released claims per file of the release: on average more than half this and at most twice it
+(``release_shards.shard_count``;
 docs/PRIVACY.md, "The layout of a release")."""
 
 

@@ -1,8 +1,9 @@
 """A release's files cut from hash-ordered outcome files, without an engine shuffle (issue 15).
 
 The layout (docs/PRIVACY.md, "The layout of a release"): a release of ``R`` rows has ``S`` files,
-``S`` the largest power of two not above ``ceil(R / rows_per_file)`` (at least 1: a file holds
-between ``rows_per_file`` and twice that, fewer in a release of one file). A row goes to file
+``S`` the largest power of two not above ``ceil(R / rows_per_file)`` (at least 1: on average a file
+holds more than half ``rows_per_file`` and at most twice it, fewer in a release of one file; the
+hash spreads them about evenly). A row goes to file
 ``s``, the top ``log2 S`` bits of a fixed 64-bit hash of its key (:func:`key_hashes`), and a file
 holds its rows sorted by the key, then by the release's order columns. So the files are a function
 of the released rows and ``S`` alone, however the rows were computed, on every engine.
@@ -20,7 +21,7 @@ It imports no engine and no kind.
 
 from __future__ import annotations
 
-import os
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +128,7 @@ def write_release_shard(task: ReleaseShard, side: ShardSide) -> pa.Table:
         rows = rows.filter(pa.array(top_bits(key_hashes(rows.column(side.key)), task.shards) == task.shard))
     rows = arrow.sort_by_columns(rows, [side.key, *side.order])
     written = arrow.write_parquet_file([rows], side.folder, arrow.part_file_name(task.shard), side.schema,
-                                       attempt=str(os.getpid()))
+                                       attempt=uuid.uuid4().hex)  # unique per attempt, on any host
     if written is None:
         return RELEASE_SHARD_SCHEMA.empty_table()
     return pa.table({"path": [written.name]}, schema=RELEASE_SHARD_SCHEMA)

@@ -6,6 +6,7 @@ whatever the split into files and the number of buckets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ import pipelines.crowd.engine_input as engine_input
 from pipelines.crowd.input import apply_duplicates_policy, read_crowd_claims
 from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, source_codes
 from pipelines.engines import make_engine
-from pipelines.platform.sources import list_fragments
+from pipelines.platform.errors import InputError
+from pipelines.platform.sources import list_fragments, row_error
 from schemas.crowd.config import CrowdConfig
 
 
@@ -88,3 +90,23 @@ def test_the_staged_claims_are_the_single_file_paths_canonical_claims(tmp_path: 
         assert ids == sorted(ids)
     per_file = [set(pq.read_table(path).column("object_id").to_pylist()) for path in checked.object_files]
     assert sum(len(ids) for ids in per_file) == len(set().union(*per_file))
+
+
+@pytest.mark.parametrize("ordinal", [0, 9_000])
+def test_the_input_gate_names_the_exact_first_bad_row_of_a_late_fragment(tmp_path: Path, ordinal: int) -> None:
+    """A ROW_ID is the fragment's ordinal shifted by 40 bits plus the row: past fragment 2^13 it
+    no longer fits a float's 53 bits, so the collected summary must keep it an integer (a null
+    ROW_ID column came to the driver as floats and named row 12,344 for row 12,345)."""
+    claims = pd.DataFrame({"object_id": np.arange(12_400) // 10, "source_id": np.arange(12_400) % 10,
+                           "value": np.full(12_400, 5.0)})
+    claims["value"] = claims["value"].astype(object)
+    claims.loc[12_345, "value"] = "not a number"  # data row 12,345: file line 12,347 counting the header
+    claims.to_csv(tmp_path / "claims.csv", index=False)
+    config = config_for(tmp_path / "claims.csv", tmp_path / "lake", "keep_last")
+    fragments = [replace(fragment, ordinal=ordinal) for fragment in list_fragments(listing_spec(config.input))]
+    with make_engine("local") as engine, pytest.raises(InputError) as raised:
+        read_claims_on_engine(config, PreparedInput(fragments, str(tmp_path / "claims.csv"), tmp_path / "staging"),
+                              engine)
+    expected = row_error(fragments, (ordinal << 40) | 12_345, "x")
+    assert raised.value.row == expected.row
+    assert raised.value.column == "value"
