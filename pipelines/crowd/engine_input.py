@@ -47,11 +47,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.crowd.blocks import SynthesisSide, released_rows, synthesis_block
+from pipelines.crowd.blocks import (
+    GlobalPassSide,
+    SynthesisSide,
+    global_pass_block,
+    released_rows,
+    synthesis_block,
+)
 from pipelines.crowd.input import apply_duplicates_policy
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
-from pipelines.platform.bucket_files import read_bucket_batches, write_bucket_file
+from pipelines.platform.bucket_files import (
+    read_bucket_batches,
+    read_bucket_file,
+    write_bucket_file,
+    write_table_file,
+)
 from pipelines.platform.fragment_tasks import (
     NumberedFile,
     any_problem,
@@ -256,8 +267,8 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
     write_bucket_file(claims, buckets, side.buckets, side.file_for(fragment.ordinal))
     # the fragment's distinct sources, as the fragment typed them (the input's kind is decided
     # across fragments): read back by fragment_sources, not shipped through the engine
-    distinct = pa.table({"source_id": _id_array(pd.unique(source_ids), source_kind or INTEGER)})
-    write_bucket_file(distinct, np.zeros(distinct.num_rows, np.int64), 1, side.sources_for(fragment.ordinal))
+    write_table_file(pa.table({"source_id": _id_array(pd.unique(source_ids), source_kind or INTEGER)}),
+                     side.sources_for(fragment.ordinal))
     return summary
 
 
@@ -266,7 +277,7 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
 def fragment_sources(task: NumberedFile, integers: bool) -> pa.Table:
     """A fragment's distinct sources as the input's kind (``integers``: every fragment's source ids
     were integers; else text, a fragment's integers as their decimal digits), a count of 1 each."""
-    ids = pa.Table.from_batches(read_bucket_batches(task.where, 0, 0)).column("source_id").combine_chunks()
+    ids = read_bucket_file(task.where).column("source_id").combine_chunks()
     ids = ids.cast(pa.int64()) if integers else ids.cast(pa.string())
     return pa.table({"source_id": ids, "count": pa.array(np.ones(len(ids), dtype=np.int64))})
 
@@ -331,9 +342,22 @@ class GroupSide:
     value_range: tuple[float, float]
     k: int
     folder: Where
+    first_losses: GlobalPassSide | None = None
+    """The first global-weights iteration's side (uniform qualities, the public bandwidth) when the
+    task computes that iteration's per-source sums on the claims it stages (``first_losses_for``),
+    so that the iteration needs no pass of its own; ``None``: no global weights, or claims staged
+    again after a contribution bound."""
 
     def file_for(self, index: int) -> Where:
         return self.folder / f"part-{index:05d}.parquet"
+
+    def first_losses_for(self, index: int) -> Where:
+        return self.folder / f"first-losses-{index:05d}.arrow"
+
+
+def read_first_losses(task: NumberedFile, side: Any) -> pa.Table:
+    """A pass-2 task's first-iteration per-source loss sums (``GroupSide.first_losses``)."""
+    return read_bucket_file(task.where)
 
 
 def _reconciled(column: pa.Array, integers: bool) -> np.ndarray:
@@ -399,6 +423,10 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
     table = pa.Table.from_pandas(staged[["object_id", "source_id", "value"]], schema=claims_schema(id_type, pa.int64()),
                                  preserve_index=False)
     storage.write_table(table, side.file_for(task.index), row_group_size=1 << 18)
+    if side.first_losses is not None:  # global_pass_block on exactly the file's rows, as iteration 1 reads them
+        write_table_file(pa.Table.from_pandas(global_pass_block(staged[["object_id", "source_id", "value"]],
+                                                                side.first_losses), preserve_index=False),
+                         side.first_losses_for(task.index))
     rows.append(_metric(task.index, len(staged), entry=STAGED, key=task.index))
     return pa.Table.from_pylist(rows, schema=schema)
 

@@ -90,6 +90,7 @@ from pipelines.crowd.engine_input import (
     fragment_sources,
     raw_median_block,
     read_claims_fragment,
+    read_first_losses,
     sample_key,
     stage_object_bucket,
     synthesize_group_file,
@@ -337,6 +338,9 @@ class CheckedClaims:
     fingerprint: str
     name: str
     """The input as its error lines name it."""
+    first_losses: list[Any] | None = None
+    """The first global-weights iteration's per-source sums, a file per group file, when pass 2
+    computed them (``engine_input.GroupSide.first_losses``)."""
 
 
 def prepare_input(context: ReleaseContext, plan: CrowdPlan) -> PreparedInput:
@@ -424,6 +428,10 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         object_integers=object_integers, source_integers=source_integers, sources=sources,
         duplicates=settings.duplicates, value_range=tuple(config.privacy.value_range), k=k,
         folder=prepared.staging / "input" / "objects",
+        # the first global-weights iteration (uniform qualities) on the claims as pass 2 stages
+        # them, unless a contribution bound stages other claims first
+        first_losses=(GlobalPassSide(SourceQuality.uniform(), release_bandwidth(config))
+                      if uses_global_weights(config) and config.privacy.max_objects_per_source is None else None),
     )
     tasks = bucket_tasks(reading.buckets, by_code.get(ROWS, 0), engine.parallelism, task_claims(engine.tasks_in_driver))
     figures = engine.collect(engine.map_fragments(tasks, stage_object_bucket, crowd_group_summary_schema(), side))
@@ -454,6 +462,8 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     staged = figures[(figures["entry"] == STAGED) & (figures["count"] > 0)].sort_values("key")
     return CheckedClaims(
         object_files=[side.file_for(int(index)) for index in staged["key"]],
+        first_losses=([side.first_losses_for(int(index)) for index in staged["key"]]
+                      if side.first_losses is not None else None),
         input_schema=claims_schema(pa.int64() if object_integers else pa.string(), pa.int64()),
         validation=validation, rows=int(totals.get(CLAIMS, 0)), objects=int(totals.get(OBJECTS, 0)), clipped=clipped,
         largest_object=largest, sources=len(sources), fingerprint=fingerprint, name=name,
@@ -555,10 +565,18 @@ def global_source_quality(
     )
     loss_schema = source_loss_schema(checked.input_schema.field("source_id").type)
 
+    computed = list(checked.first_losses or []) if staged.bounded_rows is None else []
+
     def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
-        contributions = engine.map_groups(
-            staged.claims, "object_id", global_pass_block, loss_schema, side=GlobalPassSide(current, release_bandwidth(config))
-        )
+        if computed:  # the first iteration: pass 2 wrote its map half beside the group files
+            tasks = [NumberedFile(where, index) for index, where in enumerate(computed)]
+            contributions = engine.map_fragments(tasks, read_first_losses, loss_schema,
+                                                 fragments_per_task=-(-len(tasks) // max(1, engine.parallelism)))
+            computed.clear()
+        else:
+            contributions = engine.map_groups(
+                staged.claims, "object_id", global_pass_block, loss_schema,
+                side=GlobalPassSide(current, release_bandwidth(config)))
         sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
         # the first iteration's sums count each source's objects: the input check the fixed-point
         # sums need, before any noise is drawn on them

@@ -49,3 +49,17 @@ def read_bucket_batches(where: Where, first: int, last: int) -> list[pa.RecordBa
     with storage.open_input(where) as source:
         reader = pa.ipc.open_file(source)
         return [reader.get_batch(index) for index in range(first, last + 1)]
+
+
+def read_bucket_file(where: Where) -> pa.Table:
+    """Every bucket of a bucket file, as one table (a file of one bucket: a task's side output)."""
+    if isinstance(where, Path):
+        with pa.OSFile(str(where)) as source:
+            return pa.ipc.open_file(source).read_all()
+    with storage.open_input(where) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+def write_table_file(table: pa.Table, where: Where) -> None:
+    """``table`` as a bucket file of one bucket (:func:`read_bucket_file` reads it back)."""
+    write_bucket_file(table, np.zeros(table.num_rows, dtype=np.int64), 1, where)

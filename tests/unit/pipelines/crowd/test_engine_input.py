@@ -18,9 +18,12 @@ import pipelines.crowd.engine_input as engine_input
 from pipelines.crowd.input import apply_duplicates_policy, read_crowd_claims
 from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, source_codes
 from pipelines.engines import make_engine
+from pipelines.platform.bucket_files import read_bucket_file
 from pipelines.platform.errors import InputError
 from pipelines.platform.sources import list_fragments, row_error
 from schemas.crowd.config import CrowdConfig
+from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.global_weights import SourceQuality, source_loss_contributions
 
 
 def claims_with_duplicates(integers: bool) -> pd.DataFrame:
@@ -110,3 +113,34 @@ def test_the_input_gate_names_the_exact_first_bad_row_of_a_late_fragment(tmp_pat
     expected = row_error(fragments, (ordinal << 40) | 12_345, "x")
     assert raised.value.row == expected.row
     assert raised.value.column == "value"
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_pass_2_writes_the_first_global_weights_iteration_of_the_whole_input(tmp_path: Path, parallelism: int,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first iteration's per-source sums that pass 2 writes beside its group files add up to
+    the in-memory map half over every claim at once (``transforms``: uniform qualities, the public
+    bandwidth), whatever the tasks; without global weights pass 2 writes none."""
+    monkeypatch.setattr(engine_input, "BUCKET_INPUT_BYTES", 512)
+    monkeypatch.setattr(engine_input, "DRIVER_TASK_CLAIMS", 150)
+    claims = claims_with_duplicates(True).drop_duplicates(["object_id", "source_id"], keep="last")
+    claims.to_csv(tmp_path / "claims.csv", index=False)
+    raw = config_for(tmp_path / "claims.csv", tmp_path / "lake", "keep_last").model_dump(by_alias=True)
+    raw["weights"] = {"method": "combined"}
+    raw["synthesis"]["bandwidth"] = {"method": "fixed", "value": 7.5}
+    config = CrowdConfig.model_validate(raw)
+    with make_engine("local", parallelism=parallelism) as engine:
+        prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims.csv", tmp_path / "staging")
+        checked = read_claims_on_engine(config, prepared, engine)
+    assert checked.first_losses is not None and len(checked.first_losses) == len(checked.object_files) > 1
+    written = pd.concat([read_bucket_file(where).to_pandas() for where in checked.first_losses])
+    summed = written.groupby("source_id")[["loss_fixed", "objects"]].sum().sort_index()
+    staged = pd.concat([pq.read_table(path).to_pandas() for path in checked.object_files], ignore_index=True)
+    block = ClaimsBlock.from_frame(staged)
+    expected = source_loss_contributions(block, np.full(block.number_of_objects, 7.5), SourceQuality.uniform())
+    expected = expected.set_index("source_id")[["loss_fixed", "objects"]].sort_index()
+    pd.testing.assert_frame_equal(summed, expected, check_dtype=False)
+    raw["weights"] = {"method": "local"}
+    with make_engine("local", parallelism=parallelism) as engine:
+        prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims.csv", tmp_path / "staging-2")
+        assert read_claims_on_engine(CrowdConfig.model_validate(raw), prepared, engine).first_losses is None
