@@ -88,6 +88,7 @@ from pipelines.crowd.engine_input import (
     bucket_tasks,
     fine_bucket_count,
     fragment_sources,
+    fragments_per_task,
     raw_median_block,
     read_claims_fragment,
     read_first_losses,
@@ -397,8 +398,9 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         fingerprint_key=fragment_key or fingerprint_key,
     )
     # a few rows per fragment, collected: its fingerprint and its metrics
-    entries = engine.collect(engine.map_fragments(fragments, read_claims_fragment, crowd_input_summary_schema(),
-                                                  reading))
+    entries = engine.collect(engine.map_fragments(
+        fragments, read_claims_fragment, crowd_input_summary_schema(), reading,
+        fragments_per_task=fragments_per_task(len(fragments), engine.parallelism, engine.tasks_in_driver)))
     prints = entries[entries["entry"] == FINGERPRINT]
     if check_prints is not None:
         check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipelines.crowd.engine_input as engine_input
+import pipelines.crowd.pipeline as pipeline_module
 from pipelines.crowd.input import apply_duplicates_policy, read_crowd_claims
 from pipelines.crowd.pipeline import PreparedInput, listing_spec, read_claims_on_engine, source_codes
 from pipelines.engines import make_engine
@@ -144,3 +145,31 @@ def test_pass_2_writes_the_first_global_weights_iteration_of_the_whole_input(tmp
     with make_engine("local", parallelism=parallelism) as engine:
         prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims.csv", tmp_path / "staging-2")
         assert read_claims_on_engine(CrowdConfig.model_validate(raw), prepared, engine).first_losses is None
+
+
+@pytest.mark.parametrize(("fragments", "parallelism", "in_driver", "expected"), [
+    (20, 2, False, 2), (7, 2, False, 1), (200, 2, False, 4), (200, 100, False, 1), (20, 2, True, 1),
+])
+def test_pass_1_puts_fragments_together_only_while_every_slot_keeps_four_tasks(
+        fragments: int, parallelism: int, in_driver: bool, expected: int) -> None:
+    assert engine_input.fragments_per_task(fragments, parallelism, in_driver) == expected
+
+
+def test_fragments_together_in_a_pass_1_task_stage_the_same_claims(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = claims_with_duplicates(False)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for index, part in enumerate(np.array_split(np.arange(len(claims)), 7)):
+        claims.iloc[part].to_csv(folder / f"part-{index}.csv", index=False)
+    config = config_for(folder, tmp_path / "lake", "keep_last")
+    staged = []
+    for per_task in (1, 3):
+        monkeypatch.setattr(pipeline_module, "fragments_per_task", lambda *_, chosen=per_task: chosen)
+        with make_engine("local", parallelism=2) as engine:
+            prepared = PreparedInput(list_fragments(listing_spec(config.input)), str(folder),
+                                     tmp_path / f"staging-{per_task}")
+            checked = read_claims_on_engine(config, prepared, engine)
+        staged.append(pd.concat([pq.read_table(path).to_pandas() for path in checked.object_files], ignore_index=True))
+    pd.testing.assert_frame_equal(staged[0], staged[1], check_exact=True)
+    assert len(staged[0]) > 0
