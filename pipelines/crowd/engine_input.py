@@ -303,19 +303,20 @@ def task_claims(tasks_in_driver: bool) -> int:
     return DRIVER_TASK_CLAIMS if tasks_in_driver else TASK_CLAIMS
 
 
-PASS_1_WAVES = 4
+PASS_1_TASKS_PER_PARTITION = 2
 """Pass 1 puts consecutive fragments together in a task (each Python task of an engine costs a
-fixed start) while keeping at least this many tasks per worker slot, for balance."""
+fixed start) while keeping at least this many tasks per unit of the engine's parallelism (its
+shuffle partitions: on Spark twice its worker slots), for balance."""
 MAX_FRAGMENTS_PER_TASK = 4
 
 
 def fragments_per_task(fragments: int, parallelism: int, tasks_in_driver: bool) -> int:
     """Pass 1's fragments per task: one where tasks run in the driver (no start to pay, and the
-    driver's peak holds one task), else as many as keep :data:`PASS_1_WAVES` tasks per worker
-    slot, at most :data:`MAX_FRAGMENTS_PER_TASK`."""
+    driver's peak holds one task), else as many as keep :data:`PASS_1_TASKS_PER_PARTITION` tasks per
+    unit of ``parallelism``, at most :data:`MAX_FRAGMENTS_PER_TASK`."""
     if tasks_in_driver:
         return 1
-    return max(1, min(MAX_FRAGMENTS_PER_TASK, fragments // (PASS_1_WAVES * max(1, parallelism))))
+    return max(1, min(MAX_FRAGMENTS_PER_TASK, fragments // (PASS_1_TASKS_PER_PARTITION * max(1, parallelism))))
 
 
 def fine_bucket_count(fragment_sizes: list[int | None], parallelism: int) -> int:

@@ -148,9 +148,10 @@ def test_pass_2_writes_the_first_global_weights_iteration_of_the_whole_input(tmp
 
 
 @pytest.mark.parametrize(("fragments", "parallelism", "in_driver", "expected"), [
-    (20, 2, False, 2), (7, 2, False, 1), (200, 2, False, 4), (200, 100, False, 1), (20, 2, True, 1),
+    (20, 4, False, 2), (20, 2, False, 4), (7, 4, False, 1), (200, 4, False, 4), (200, 100, False, 1),
+    (20, 4, True, 1),
 ])
-def test_pass_1_puts_fragments_together_only_while_every_slot_keeps_four_tasks(
+def test_pass_1_puts_fragments_together_only_while_every_partition_keeps_two_tasks(
         fragments: int, parallelism: int, in_driver: bool, expected: int) -> None:
     assert engine_input.fragments_per_task(fragments, parallelism, in_driver) == expected
 
