@@ -289,11 +289,13 @@ BUCKET_INPUT_BYTES = 128 << 10
 pass 1 has counted the rows (input bytes say little about rows: a column of sequential ids
 compresses to almost nothing), and fine enough that the tasks get near-equal shares."""
 MAX_BUCKETS = 4096
-TASK_CLAIMS = 1_000_000
+TASK_CLAIMS = 1_250_000
 """Claims a pass-2 task holds, at most about (whole buckets: the hash spreads objects evenly); its
 group file is one task of every later job. Large: each Python task of an engine costs a fixed
-start (about 75 ms on Spark), which at a few hundred thousand claims a task was a fifth of a job
-that reads the claims."""
+start (about 80 ms on Spark), which at a few hundred thousand claims a task was a fifth of a job
+that reads the claims (at 10^7 claims on local[2]: 8 tasks a job instead of 12 at 1,000,000, the
+release 44.2 -> 41.2 s in one profile pair; a synthesis worker holds one task's claims, their
+kernel and the outcome: docs/PERFORMANCE.md has the executors' peak)."""
 DRIVER_TASK_CLAIMS = 250_000
 """:data:`TASK_CLAIMS` where the tasks run in the driver process (``Engine.tasks_in_driver``: the
 local engine, Beam's in-process runner): no start to pay, and the driver's peak holds one task."""
