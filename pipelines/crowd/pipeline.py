@@ -663,8 +663,7 @@ def evaluate_release(released_medians: pd.Series, raw_medians: pd.Series, truth:
 
 RELEASE_FILE_ROWS = 500_000
 """Released claims per file of the release: on average more than half this and at most twice it
-(``release_shards.shard_count``;
-docs/PRIVACY.md, "The layout of a release")."""
+(``release_shards.shard_count``; docs/PRIVACY.md, "The layout of a release")."""
 
 
 def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedInput, engine: Engine) -> ReleaseResult:
