@@ -3,7 +3,7 @@ where the engine runs its tasks; only small summaries leave a task.
 
 Two passes, each a ``map_fragments`` job:
 
-1. :func:`read_claims_fragment`, one task per input fragment (a file, or one data file of an
+1. :func:`read_claims_fragment`, per input fragment (a file, or one data file of an
    Iceberg scan; ``pipelines/platform/sources.py``): reads the mapped columns with the platform's
    ``ROW_ID`` (``pipelines/platform/fragment_tasks.py``); types the ids as the single-file reader always did (``pipelines/crowd/input.py``:
    integers when every non-null id of the fragment is an integer — an integer column, a float
@@ -13,10 +13,12 @@ Two passes, each a ``map_fragments`` job:
    ids, missing or infinite values); writes its good claims hashed by object into buckets (one
    Arrow IPC file per fragment, one record batch per bucket, as ``repeated_keys`` does for keys;
    an object id that reads as an integer is hashed by its integer value, any other by its text, so
-   an object lands in one bucket whichever way a fragment typed it); fingerprints its file (keyed).
-   It returns metrics (each problem's count with its first ``ROW_ID``), the kinds of its ids, its
-   distinct source ids and its fingerprint.
-2. :func:`stage_object_bucket`, one task per bucket: bucket *b* of every fragment's file, the ids
+   an object lands in one bucket whichever way a fragment typed it) and its distinct source ids to
+   a second file (:func:`fragment_sources` reads them back for the driver's distinct sources);
+   fingerprints its file (keyed). It returns a few rows, collected: metrics (each problem's count
+   with its first ``ROW_ID``), the kinds of its ids and its fingerprint. Consecutive fragments
+   share a task on engines whose tasks pay a start (:func:`fragments_per_task`).
+2. :func:`stage_object_bucket`, one task per run of buckets: those buckets of every fragment's file, the ids
    reconciled to the input's kinds (:class:`GroupSide`: integers only if every fragment's were; a
    fragment's integers are otherwise their decimal text), in input order (``ROW_ID``); the
    duplicates policy (``reject``: the repeats counted with the first repeating row and the row it
@@ -26,11 +28,15 @@ Two passes, each a ``map_fragments`` job:
    distinct source ids the driver reduced from pass 1); per-object counts (objects, objects with at
    least ``k`` claims, the largest object, the first small object with its claim count). The
    canonical claims ``(object_id, source_id code, value)`` are written as one group file per bucket
-   (whole objects, in canonical order: by object, then source code) that every later job reads.
+   (whole objects, in canonical order: by object, then source code) that every later job reads,
+   and, with global weights and no contribution bound, the first global-weights iteration's
+   per-source sums of exactly those claims beside it (:attr:`GroupSide.first_losses`).
 
 The synthesis is a third ``map_fragments`` job, :func:`synthesize_group_file`, one task per staged
 group file: the objects' synthesis (``pipelines/crowd/blocks.py:synthesis_block``), the released
-claims written to the task's outcome file, and :func:`output_block` on the outcome in the same task:
+claims written to the task's outcome file (bucketed by object hash for
+``pipelines/platform/release_shards.py``, which cuts the release's files from them), and
+:func:`output_block` on the outcome in the same task:
 the output gate's metrics, the suppression reasons, the smallest released object ids (the report's
 sample objects) and released medians for the evaluation's sampled objects — a few rows per task,
 so the driver never reads the released claims, and the outcome is not read back for its checks.
