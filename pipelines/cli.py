@@ -137,10 +137,8 @@ def _run_several(args: argparse.Namespace, configs: list[Any]) -> int:
                 f"{path}: asks for {_engine_text(request)}, but {args.config[0]} for {_engine_text(requests[0])}; "
                 "configs run together share one engine (pass --engine/--master, or run them separately)"
             )
-    from pipelines.kinds import release_kind
-
-    modules = sorted({module for config in configs for module in release_kind(config.kind).worker_modules})
-    engine = start_engine(*requests[0], modules)
+    # no warm-up job: nothing runs beside it here, and the first release's first job warms the workers
+    engine = start_engine(*requests[0], (), driver_busy=lambda: False)
     first_failure = 0
     try:
         for path, config in zip(args.config, configs, strict=True):

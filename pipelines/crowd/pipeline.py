@@ -418,7 +418,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     distinct = engine.sum_by_key(
         engine.map_fragments(source_files, fragment_sources,
                              crowd_sources_schema(pa.int64() if source_integers else pa.string()), side=source_integers,
-                             fragments_per_task=-(-len(source_files) // max(1, engine.parallelism))),
+                             fragments_per_task=one_task_per_partition(len(source_files), engine)),
         "source_id", ["count"])
     sources = np.sort(distinct["source_id"].to_numpy(np.int64 if source_integers else object))
     fingerprint = _claims_fingerprint(
@@ -470,6 +470,12 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         validation=validation, rows=int(totals.get(CLAIMS, 0)), objects=int(totals.get(OBJECTS, 0)), clipped=clipped,
         largest_object=largest, sources=len(sources), fingerprint=fingerprint, name=name,
     )
+
+
+def one_task_per_partition(files: int, engine: Engine) -> int:
+    """Files per task of a reduction of small side files (pass 1's distinct sources, pass 2's
+    first-iteration sums): as many tasks as the engine runs at once, not one per file."""
+    return -(-files // max(1, engine.parallelism))
 
 
 def _problem_line(code: int, settings: CrowdInput, count: int) -> tuple[str, str]:
@@ -573,7 +579,7 @@ def global_source_quality(
         if computed:  # the first iteration: pass 2 wrote its map half beside the group files
             tasks = [NumberedFile(where, index) for index, where in enumerate(computed)]
             contributions = engine.map_fragments(tasks, read_first_losses, loss_schema,
-                                                 fragments_per_task=-(-len(tasks) // max(1, engine.parallelism)))
+                                                 fragments_per_task=one_task_per_partition(len(tasks), engine))
             computed.clear()
         else:
             contributions = engine.map_groups(

@@ -14,12 +14,30 @@ It imports no engine and no kind.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import storage
 from pipelines.engines.storage import Where
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+"""Fibonacci hashing's multiplier (2^64 / golden ratio): an integer key's hash is its product with
+it modulo 2^64, whose top bits are well mixed."""
+
+
+def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A fixed 64-bit hash of each key (integers: Fibonacci hashing; text: pandas' SipHash
+    ``hash_array`` with its fixed key), the same on every worker and engine: it decides which
+    bucket, and so which task and file, a key's rows go to."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if pa.types.is_integer(keys.type):
+        with np.errstate(over="ignore"):
+            return keys.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
+    return pd.util.hash_array(np.asarray(keys.to_numpy(zero_copy_only=False), dtype=object))
 
 
 def write_bucket_file(table: pa.Table, buckets: np.ndarray, count: int, where: Where) -> None:
@@ -38,25 +56,23 @@ def write_bucket_file(table: pa.Table, buckets: np.ndarray, count: int, where: W
     storage.write_bytes(where, sink.getvalue().to_pybytes())
 
 
+def _open(where: Where) -> Any:
+    """A bucket file opened for reads at offsets (a local file is not memory-mapped)."""
+    return pa.OSFile(str(where)) if isinstance(where, Path) else storage.open_input(where)
+
+
 def read_bucket_batches(where: Where, first: int, last: int) -> list[pa.RecordBatch]:
     """Buckets ``first`` to ``last`` (inclusive) of one bucket file, the file opened once (a task
     opening it once per bucket made the crowd kind's pass 2 cost files x buckets opens: 553 s at
     10^8 claims)."""
-    if isinstance(where, Path):  # read at offsets, not memory-mapped
-        with pa.OSFile(str(where)) as source:
-            reader = pa.ipc.open_file(source)
-            return [reader.get_batch(index) for index in range(first, last + 1)]
-    with storage.open_input(where) as source:
+    with _open(where) as source:
         reader = pa.ipc.open_file(source)
         return [reader.get_batch(index) for index in range(first, last + 1)]
 
 
 def read_bucket_file(where: Where) -> pa.Table:
     """Every bucket of a bucket file, as one table (a file of one bucket: a task's side output)."""
-    if isinstance(where, Path):
-        with pa.OSFile(str(where)) as source:
-            return pa.ipc.open_file(source).read_all()
-    with storage.open_input(where) as source:
+    with _open(where) as source:
         return pa.ipc.open_file(source).read_all()
 
 

@@ -26,30 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from pipelines.engines import arrow
 from pipelines.engines.storage import Where
-from pipelines.platform.bucket_files import read_bucket_batches, write_bucket_file
+from pipelines.platform.bucket_files import key_hashes, read_bucket_batches, write_bucket_file
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-"""Fibonacci hashing's multiplier (2^64 / golden ratio): an integer key's hash is its product with
-it modulo 2^64, whose top bits are well mixed."""
 MAX_OUTCOME_BUCKETS = 1 << 16
 RELEASE_SHARD_SCHEMA = pa.schema([pa.field("path", pa.string(), nullable=False)])
 """What a shard task returns: its file's name, or no row for an empty file."""
-
-
-def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A fixed 64-bit hash of each key (integers: Fibonacci hashing; text: pandas' SipHash
-    ``hash_array`` with its fixed key), the same on every worker and engine."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if pa.types.is_integer(keys.type):
-        with np.errstate(over="ignore"):
-            return keys.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
-    return pd.util.hash_array(np.asarray(keys.to_numpy(zero_copy_only=False), dtype=object))
 
 
 def _bits(count: int) -> int:

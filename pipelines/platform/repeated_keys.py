@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.engines.storage import Where
-from pipelines.platform.bucket_files import read_bucket_batches, write_bucket_file
+from pipelines.platform.bucket_files import key_hashes, read_bucket_batches, write_bucket_file
 
 ROW_ID = "ROW_ID"
 BUCKET_INPUT_BYTES = 2 << 20
@@ -53,7 +52,6 @@ REPEATS_SCHEMA = pa.schema([
 ])
 """One row per bucket: repeated rows (a key's rows after its first), the first repeating row's id and
 the id of the first row with the same key (both null without repeats)."""
-_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def bucket_count(fragment_sizes: Sequence[int | None], parallelism: int) -> int:
@@ -88,11 +86,9 @@ def canonical_keys(values: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
 
 def bucket_ids(keys: pa.Array, buckets: int) -> np.ndarray:
     """Each key's bucket (a hash of its value; the same on every worker and engine)."""
+    hashes = key_hashes(keys)
     if pa.types.is_integer(keys.type):
-        mixed = keys.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64) * _MIX
-        hashes = mixed >> np.uint64(29)
-    else:
-        hashes = pd.util.hash_array(np.asarray(keys.to_numpy(zero_copy_only=False), dtype=object))
+        hashes = hashes >> np.uint64(29)  # a Fibonacci product's low bits mix poorly; keep its high ones
     return (hashes % np.uint64(buckets)).astype(np.int64)
 
 

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.platform.bucket_files import key_hashes
 from pipelines.platform.release_shards import (
     ShardSide,
-    key_hashes,
     outcome_buckets,
     release_shard_tasks,
     shard_buckets,
