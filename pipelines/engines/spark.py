@@ -86,6 +86,7 @@ from pipelines.engines.base import (
     split_key_material,
     worker_errors,
 )
+from pipelines.engines.spark_class_archive import driver_java_options
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
 EXECUTOR_WAIT_SECONDS = 30.0
@@ -250,6 +251,9 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **PROTECTION_SETTINGS,
     }
+    java_options = driver_java_options()  # the installation's class archive: a shorter start
+    if java_options is not None:
+        settings["spark.driver.extraJavaOptions"] = java_options
     if _LOCAL_MASTER.match(master):
         settings["spark.sql.shuffle.partitions"] = str(parallelism or 2 * _local_cores(master))
         settings["spark.driver.memory"] = "4g"

@@ -1,0 +1,142 @@
+"""The Spark driver JVM's class archive: a shorter engine start for every release (issue 15).
+
+A Spark session started for a release spends most of its start loading and verifying the same
+several thousand classes from Spark's jars (about 5 s for the session and 5 s for its first job
+on the reference machine). A dynamic class-data-sharing archive of the JDK (``-XX:SharedArchiveFile``,
+JEP 350) holds those classes already parsed and verified; a driver JVM that maps it starts about
+3 s sooner (``benchmarks/spark_start.py``).
+
+The archive is built once per installation (``make install`` runs
+``python -m pipelines.engines.spark_class_archive``; the Docker image does the same), by a
+session that loads the classes a release's jobs load and exits, and is installed only after a
+second session has started from it with sharing required (``-Xshare:on``). It is moved into place
+in one rename, beside a record of its size: a JVM that maps a truncated archive crashes (seen with
+JDK 17: SIGBUS), so an archive whose size is not the recorded one is never handed to a JVM. An
+archive the JVM cannot use (another JDK, another classpath) is skipped by the JVM itself, quietly
+(its ``cds`` log is off, so that nothing reaches a command's standard output).
+
+Where: ``PRIVLAKE_SPARK_CLASS_ARCHIVE`` (a path; empty: no archive), else
+``<prefix>/share/privlake/spark-<pyspark version>.jsa`` of the running Python's installation.
+Only the driver uses it: a cluster's executors start on their own hosts, where this file is not.
+The archive holds class metadata from Spark's and the JDK's own jars, no data; it is as trusted as
+those jars (build it where they are, writable by their owner only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+ARCHIVE_VARIABLE = "PRIVLAKE_SPARK_CLASS_ARCHIVE"
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+"""The JVM's class-sharing log off: a skipped archive must not print on a command's output."""
+BUILD_SECONDS = 600
+
+
+def archive_path() -> Path | None:
+    """Where this installation's archive is (module docstring); ``None``: archives are off."""
+    configured = os.environ.get(ARCHIVE_VARIABLE)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    try:
+        from pyspark import __version__ as version
+    except ImportError:
+        return None
+    return Path(sys.prefix) / "share" / "privlake" / f"spark-{version}.jsa"
+
+
+def _record(archive: Path) -> Path:
+    return archive.with_name(archive.name + ".json")
+
+
+def usable_archive() -> Path | None:
+    """The archive, when it is in place whole: its size is the one recorded when it was installed."""
+    archive = archive_path()
+    if archive is None:
+        return None
+    try:
+        recorded = json.loads(_record(archive).read_text())
+        return archive if int(recorded["bytes"]) == archive.stat().st_size > 0 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def driver_java_options() -> str | None:
+    """The driver JVM's options that map the archive, or ``None`` without a usable one."""
+    archive = usable_archive()
+    return None if archive is None else f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
+
+
+def _load_release_classes(java_options: str) -> None:
+    """A local session that loads what a release's jobs load (an Arrow map over a shuffle and a
+    sort, results collected as Arrow), run with ``java_options``; its JVM is made to exit, and
+    waited for, before this returns (the archive is written as the JVM exits)."""
+    from pipelines.engines.spark import SparkEngine
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    engine = SparkEngine(master="local[2]", conf={"spark.driver.extraJavaOptions": java_options})
+    try:
+        engine.warm_up([])
+        engine.session.range(0, 64, 1, 2).toArrow()
+        jvm = engine.session.sparkContext._gateway.proc  # spark-submit, exec'd into the JVM
+    finally:
+        engine.close()
+    jvm.stdin.close()  # PySpark's gateway server exits on end of input
+    jvm.wait(timeout=BUILD_SECONDS)
+
+
+def _child(step: str, archive: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pipelines.engines.spark_class_archive", step, str(archive)], check=True, timeout=BUILD_SECONDS,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def build(archive: Path) -> Path:
+    """Build the archive at ``archive`` (module docstring): dump, check, then one rename."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(f".{archive.name}.{uuid.uuid4().hex}.partial")
+    try:
+        _child("dump", partial)
+        if not partial.is_file() or partial.stat().st_size == 0:
+            raise RuntimeError("the JVM wrote no class archive")
+        _child("check", partial)
+        _record(archive).unlink(missing_ok=True)  # no record names a file in the middle of its move
+        os.replace(partial, archive)
+        _record(archive).write_text(json.dumps({"bytes": archive.stat().st_size}))
+    finally:
+        partial.unlink(missing_ok=True)
+    return archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the Spark driver's class archive (module docstring).")
+    parser.add_argument("step", nargs="?", choices=["build", "dump", "check"], default="build")
+    parser.add_argument("archive", nargs="?", type=Path, help="default: this installation's archive path")
+    arguments = parser.parse_args(argv)
+    archive = arguments.archive or archive_path()
+    if archive is None:
+        print(f"spark class archive: off ({ARCHIVE_VARIABLE} is empty, or PySpark is not installed)")
+        return 0
+    if arguments.step == "dump":
+        _load_release_classes(f"-XX:ArchiveClassesAtExit={archive} {QUIET}")
+    elif arguments.step == "check":  # sharing required: a JVM that cannot map the archive fails to start
+        _load_release_classes(f"-XX:SharedArchiveFile={archive} -Xshare:on {QUIET}")
+    else:
+        try:
+            build(archive)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+            detail = getattr(error, "stderr", None) or b""
+            reason = detail.decode(errors="replace").strip().splitlines()[-1:] if detail else [str(error)]
+            print(f"spark class archive: not built ({reason[0] if reason else type(error).__name__}); "
+                  "Spark starts without it", file=sys.stderr)
+            return 1
+        print(f"spark class archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
