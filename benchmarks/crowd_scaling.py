@@ -133,6 +133,8 @@ def check_session(variant: str, protection: dict) -> dict:
 CLUSTER = "spark-cluster"
 """A variant only ``benchmarks/crowd_scale_out.py`` runs: the release on the standalone cluster whose
 master URL ``PRIVLAKE_BENCH_MASTER`` names (started for the release, protected)."""
+CLUSTER_WARM = "spark-cluster-warm"
+"""``spark-warm`` on that cluster: a session on it already running, that has run a release before."""
 MASTER_VARIABLE = "PRIVLAKE_BENCH_MASTER"
 
 
@@ -148,7 +150,8 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
     protected = not variant.endswith(UNPROTECTED)
     spark_conf = {} if protected else {name: "false" for name in PROTECTION_SETTINGS}
     engine_name = "spark" if variant.startswith("spark") else variant
-    master = os.environ[MASTER_VARIABLE] if variant == CLUSTER else MASTER
+    master = os.environ[MASTER_VARIABLE] if variant in (CLUSTER, CLUSTER_WARM) else MASTER
+    warm = variant.startswith("spark-warm") or variant == CLUSTER_WARM
     config = CrowdConfig.model_validate(
         config_for(path, lake, "local" if variant == "floor" else engine_name, spark_conf, not protected, master)
     )
@@ -175,11 +178,11 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
         start_gate_worker()  # as `privlake run` does: GX imports in its own process meanwhile
         prepare_lake(lake, workdir / f"key_{variant}_{path.stem}_{repeat}")
         engine = None
-        if variant.startswith("spark-warm"):
+        if warm:
             from pipelines.engines.spark import SparkEngine
             from pipelines.platform.validation import gx_batch_definition
 
-            engine = SparkEngine(master=MASTER, conf=spark_conf, allow_unencrypted=not protected)
+            engine = SparkEngine(master=master, conf=spark_conf, allow_unencrypted=not protected)
             engine.warm_up(CROWD_WORKER_MODULES)
             gx_batch_definition()
             protection = engine.protection()
@@ -208,7 +211,7 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
         timings = outcome.internal["timings"]
         stated = [outcome.manifest["epsilon"], outcome.manifest["delta"]]
     wall = time.perf_counter() - start
-    if variant.startswith("spark-warm"):
+    if warm:
         engine.close()
     report = {"variant": variant, "wall_seconds": wall, "rows": rows, "timings": timings, "stated_epsilon_delta": stated}
     if variant.startswith("spark"):
