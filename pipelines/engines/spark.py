@@ -266,6 +266,8 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         if endpoints and all(host in _LOOPBACK_HOSTS for host, _ in endpoints):
             settings["spark.driver.host"] = "127.0.0.1"
             settings["spark.driver.bindAddress"] = "127.0.0.1"
+            if java_options is not None:  # executors on this host map the archive the driver checked
+                settings["spark.executor.extraJavaOptions"] = java_options
     return settings
 
 

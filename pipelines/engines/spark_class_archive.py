@@ -17,7 +17,10 @@ archive the JVM cannot use (another JDK, another classpath) is skipped by the JV
 
 Where: ``PRIVLAKE_SPARK_CLASS_ARCHIVE`` (a path; empty: no archive), else
 ``<prefix>/share/privlake/spark-<pyspark version>.jsa`` of the running Python's installation.
-Only the driver uses it: a cluster's executors start on their own hosts, where this file is not.
+The driver uses it, and so do the executors of a cluster on loopback (the same host's file, which
+the driver checked); a remote cluster's executors start on their own hosts, whose files this
+process cannot check (an operator may build an archive there and set
+``spark.executor.extraJavaOptions``).
 The archive holds class metadata from Spark's and the JDK's own jars, no data; it is as trusted as
 those jars (build it where they are, writable by their owner only).
 """

@@ -35,8 +35,11 @@ def test_an_archive_in_place_whole_goes_to_the_driver_jvm(tmp_path: Path, monkey
     assert f"-XX:SharedArchiveFile={archive}" in options.split()
     assert "-Xshare:auto" in options.split(), "a JVM that cannot use the archive must start without it"
     assert {"-Xlog:cds=off", "-Xlog:cds+dynamic=off"} <= set(options.split()), "the JVM's skip notice goes to stdout"
-    cluster = session_settings("spark://127.0.0.1:7077", {}, None)
-    assert cluster[DRIVER_OPTIONS] == options and "spark.executor.extraJavaOptions" not in cluster
+    loopback = session_settings("spark://127.0.0.1:7077", {}, None)
+    assert loopback[DRIVER_OPTIONS] == options and loopback["spark.executor.extraJavaOptions"] == options
+    remote = session_settings("spark://spark-master.internal:7077", {}, None)
+    assert remote[DRIVER_OPTIONS] == options
+    assert "spark.executor.extraJavaOptions" not in remote, "another host's file is not the one checked here"
 
 
 @pytest.mark.parametrize("recorded", [4096 * 2, 0, None], ids=["truncated", "empty-record", "no-record"])
