@@ -86,7 +86,7 @@ from pipelines.engines.base import (
     split_key_material,
     worker_errors,
 )
-from pipelines.engines.spark_class_archive import driver_java_options
+from pipelines.engines.spark_class_archive import DRIVER_OPTIONS, archive_settings
 
 MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
 EXECUTOR_WAIT_SECONDS = 30.0
@@ -113,7 +113,7 @@ DEFAULT_MASTER = "local[*]"
 """The master privlake uses when none is given (``engine.spark.master``'s default)."""
 SUBMIT_GATEWAY_VARIABLE = "PYSPARK_GATEWAY_PORT"
 """Set by spark-submit (its ``PythonRunner``) in the environment of the Python application it starts."""
-_LAUNCH_ONLY_DEFAULTS = ("spark.driver.memory",)
+_LAUNCH_ONLY_DEFAULTS = ("spark.driver.memory", DRIVER_OPTIONS)
 """Defaults that only act when privlake launches the driver JVM itself (not inside spark-submit)."""
 _log = logging.getLogger("privlake")
 
@@ -251,9 +251,6 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **PROTECTION_SETTINGS,
     }
-    java_options = driver_java_options()  # the installation's class archive: a shorter start
-    if java_options is not None:
-        settings["spark.driver.extraJavaOptions"] = java_options
     if _LOCAL_MASTER.match(master):
         settings["spark.sql.shuffle.partitions"] = str(parallelism or 2 * _local_cores(master))
         settings["spark.driver.memory"] = "4g"
@@ -266,8 +263,11 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         if endpoints and all(host in _LOOPBACK_HOSTS for host, _ in endpoints):
             settings["spark.driver.host"] = "127.0.0.1"
             settings["spark.driver.bindAddress"] = "127.0.0.1"
-            if java_options is not None:  # executors on this host map the archive the driver checked
-                settings["spark.executor.extraJavaOptions"] = java_options
+    # the installation's class archive (a shorter start): the driver's, and on loopback the
+    # executors' too (this host's file, which the driver checked)
+    endpoints = _master_endpoints(master) if not _LOCAL_MASTER.match(master) else []
+    settings.update(archive_settings(
+        executors_here=bool(endpoints) and all(host in _LOOPBACK_HOSTS for host, _ in endpoints)))
     return settings
 
 

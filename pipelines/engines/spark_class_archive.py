@@ -12,8 +12,10 @@ session that loads the classes a release's jobs load and exits, and is installed
 second session has started from it with sharing required (``-Xshare:on``). It is moved into place
 in one rename, beside a record of its size: a JVM that maps a truncated archive crashes (seen with
 JDK 17: SIGBUS), so an archive whose size is not the recorded one is never handed to a JVM. An
-archive the JVM cannot use (another JDK, another classpath) is skipped by the JVM itself, quietly
-(its ``cds`` log is off, so that nothing reaches a command's standard output).
+archive the JVM cannot use (another JDK, another classpath) is skipped by the JVM itself; the JVM's
+log warnings, which it prints on standard output by default, go to standard error (Spark's log
+file), so that nothing reaches a command's output. A site's ``spark-defaults.conf`` that sets the
+driver's or executors' Java options keeps them: the archive is then not used for that JVM.
 
 Where: ``PRIVLAKE_SPARK_CLASS_ARCHIVE`` (a path; empty: no archive), else
 ``<prefix>/share/privlake/spark-<pyspark version>.jsa`` of the running Python's installation.
@@ -28,16 +30,20 @@ those jars (build it where they are, writable by their owner only).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 ARCHIVE_VARIABLE = "PRIVLAKE_SPARK_CLASS_ARCHIVE"
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-"""The JVM's class-sharing log off: a skipped archive must not print on a command's output."""
+QUIET = "-Xlog:disable -Xlog:all=warning:stderr"
+"""The JVM's log warnings on standard error, not standard output (a skipped archive says so)."""
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
 BUILD_SECONDS = 600
 
 
@@ -58,9 +64,10 @@ def _record(archive: Path) -> Path:
 
 
 def usable_archive() -> Path | None:
-    """The archive, when it is in place whole: its size is the one recorded when it was installed."""
+    """The archive, when it is in place whole: its size is the one recorded when it was installed
+    (and its path has no blank, which Spark would split the Java options at)."""
     archive = archive_path()
-    if archive is None:
+    if archive is None or any(character.isspace() for character in str(archive)):
         return None
     try:
         recorded = json.loads(_record(archive).read_text())
@@ -75,6 +82,38 @@ def driver_java_options() -> str | None:
     return None if archive is None else f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
 
 
+def site_settings() -> set[str]:
+    """The names the site's ``spark-defaults.conf`` sets (the file spark-submit reads when it
+    launches the driver: ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``, else PySpark's own)."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if folder is None:
+        home = os.environ.get("SPARK_HOME")
+        if home is None:
+            try:
+                import pyspark
+            except ImportError:
+                return set()
+            home = str(Path(pyspark.__file__).parent)
+        folder = str(Path(home) / "conf")
+    try:
+        lines = (Path(folder) / "spark-defaults.conf").read_text(errors="replace").splitlines()
+    except OSError:
+        return set()
+    return {line.split()[0] for line in lines if line.strip() and not line.lstrip().startswith("#")}
+
+
+def archive_settings(executors_here: bool) -> dict[str, str]:
+    """The Spark settings that map the archive: the driver's Java options, and the executors' when
+    they run on this host (``executors_here``); none the site's ``spark-defaults.conf`` sets (a
+    ``--conf`` would silently replace the site's own options)."""
+    options = driver_java_options()
+    if options is None:
+        return {}
+    wanted = {DRIVER_OPTIONS: options, **({EXECUTOR_OPTIONS: options} if executors_here else {})}
+    taken = site_settings()
+    return {name: value for name, value in wanted.items() if name not in taken}
+
+
 def _load_release_classes(java_options: str) -> None:
     """A local session that loads what a release's jobs load (an Arrow map over a shuffle and a
     sort, results collected as Arrow), run with ``java_options``; its JVM is made to exit, and
@@ -82,36 +121,58 @@ def _load_release_classes(java_options: str) -> None:
     from pipelines.engines.spark import SparkEngine
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    engine = SparkEngine(master="local[2]", conf={"spark.driver.extraJavaOptions": java_options})
+    engine = SparkEngine(master="local[2]", conf={DRIVER_OPTIONS: java_options})
+    jvm = engine.session.sparkContext._gateway.proc  # spark-submit, exec'd into the JVM
     try:
         engine.warm_up([])
         engine.session.range(0, 64, 1, 2).toArrow()
-        jvm = engine.session.sparkContext._gateway.proc  # spark-submit, exec'd into the JVM
     finally:
         engine.close()
-    jvm.stdin.close()  # PySpark's gateway server exits on end of input
-    jvm.wait(timeout=BUILD_SECONDS)
+        jvm.stdin.close()  # PySpark's gateway server exits on end of input
+        try:
+            jvm.wait(timeout=BUILD_SECONDS)
+        except subprocess.TimeoutExpired:
+            jvm.kill()
+            raise
 
 
 def _child(step: str, archive: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pipelines.engines.spark_class_archive", step, str(archive)], check=True, timeout=BUILD_SECONDS,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """``step`` in a child process of its own session: on a timeout the child and its JVM are
+    killed together (a JVM left behind would write the archive after the build gave up)."""
+    child = subprocess.Popen([sys.executable, "-m", "pipelines.engines.spark_class_archive", step, str(archive)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _, error = child.communicate(timeout=BUILD_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args, stderr=error)
 
 
 def build(archive: Path) -> Path:
-    """Build the archive at ``archive`` (module docstring): dump, check, then one rename."""
+    """Build the archive at ``archive`` (module docstring): dump, check, then one rename; one
+    builder at a time (a lock file beside it), a failed one's partial files removed."""
     archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(f".{archive.name}.{uuid.uuid4().hex}.partial")
-    try:
-        _child("dump", partial)
-        if not partial.is_file() or partial.stat().st_size == 0:
-            raise RuntimeError("the JVM wrote no class archive")
-        _child("check", partial)
-        _record(archive).unlink(missing_ok=True)  # no record names a file in the middle of its move
-        os.replace(partial, archive)
-        _record(archive).write_text(json.dumps({"bytes": archive.stat().st_size}))
-    finally:
-        partial.unlink(missing_ok=True)
+    with open(archive.with_name(archive.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for stale in archive.parent.glob(f".{archive.name}.*.partial"):
+            stale.unlink(missing_ok=True)
+        partial = archive.with_name(f".{archive.name}.{uuid.uuid4().hex}.partial")
+        try:
+            _child("dump", partial)
+            if not partial.is_file() or partial.stat().st_size == 0:
+                raise RuntimeError("the JVM wrote no class archive")
+            _child("check", partial)
+            _record(archive).unlink(missing_ok=True)  # no record names a file in the middle of its move
+            os.replace(partial, archive)
+            record = partial.with_suffix(".json")
+            record.write_text(json.dumps({"bytes": archive.stat().st_size}))
+            os.replace(record, _record(archive))
+        finally:
+            partial.unlink(missing_ok=True)
+            partial.with_suffix(".json").unlink(missing_ok=True)
     return archive
 
 

@@ -225,6 +225,7 @@ def engine_in_background(
     try:
         yield wait_for_engine
     finally:
+        driver_busy.clear()  # a release that failed before waiting needs no warm-up either
         try:
             pending.result().close()
         except Exception:  # noqa: BLE001 - a failed start was already reported, or the run's error wins

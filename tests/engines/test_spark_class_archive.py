@@ -17,7 +17,7 @@ from pipelines.engines import spark_class_archive as archives
 from pipelines.engines.spark import session_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+DRIVER_OPTIONS = archives.DRIVER_OPTIONS
 
 
 def placed(folder: Path, content: bytes, recorded: int | None = None) -> Path:
@@ -34,7 +34,7 @@ def test_an_archive_in_place_whole_goes_to_the_driver_jvm(tmp_path: Path, monkey
     options = session_settings("local[2]", {}, None)[DRIVER_OPTIONS]
     assert f"-XX:SharedArchiveFile={archive}" in options.split()
     assert "-Xshare:auto" in options.split(), "a JVM that cannot use the archive must start without it"
-    assert {"-Xlog:cds=off", "-Xlog:cds+dynamic=off"} <= set(options.split()), "the JVM's skip notice goes to stdout"
+    assert {"-Xlog:disable", "-Xlog:all=warning:stderr"} <= set(options.split()), "the JVM's skip notice goes to stdout"
     loopback = session_settings("spark://127.0.0.1:7077", {}, None)
     assert loopback[DRIVER_OPTIONS] == options and loopback["spark.executor.extraJavaOptions"] == options
     remote = session_settings("spark://spark-master.internal:7077", {}, None)
@@ -95,7 +95,7 @@ def test_build_installs_an_archive_a_jvm_starts_from_and_refuses_one_it_cannot(t
     archive = archives.build(tmp_path / "share" / "spark.jsa")
     recorded = json.loads(archive.with_name("spark.jsa.json").read_text())
     assert recorded["bytes"] == archive.stat().st_size > 1 << 20
-    assert sorted(path.name for path in archive.parent.iterdir()) == ["spark.jsa", "spark.jsa.json"], "no partial file"
+    assert not [path.name for path in archive.parent.iterdir() if path.name.startswith(".")], "no partial file left"
     ran = _session_output(archive, tmp_path)
     assert ran.returncode == 0 and ran.stdout.strip() == "rows 5", ran.stderr[-2000:]
     # a JVM whose classpath is not the archive's skips it, and says so on standard output unless
@@ -107,3 +107,51 @@ def test_build_installs_an_archive_a_jvm_starts_from_and_refuses_one_it_cannot(t
     garbage.write_bytes(b"\0" * 4096)
     with pytest.raises(subprocess.CalledProcessError):
         archives._child("check", garbage)
+
+
+def test_a_site_s_own_java_options_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit reads the site's spark-defaults.conf, and a ``--conf`` of ours would silently
+    replace what it sets there (a truststore, Kerberos, log4j): such a JVM goes without the archive."""
+    archive = placed(tmp_path, b"x" * 4096)
+    monkeypatch.setenv(archives.ARCHIVE_VARIABLE, str(archive))
+    site = tmp_path / "conf"
+    site.mkdir()
+    (site / "spark-defaults.conf").write_text("# site settings\nspark.driver.extraJavaOptions -Djavax.net.ssl.trustStore=/x\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(site))
+    loopback = session_settings("spark://127.0.0.1:7077", {}, None)
+    assert DRIVER_OPTIONS not in loopback
+    assert "-XX:SharedArchiveFile" in loopback["spark.executor.extraJavaOptions"], "only what the site sets is left alone"
+
+
+def test_inside_spark_submit_the_driver_options_are_not_claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under spark-submit the driver JVM is already running: its options are spark-submit's."""
+    from pipelines.engines.spark import DEFAULT_MASTER, resolve_submitted
+
+    monkeypatch.setenv(archives.ARCHIVE_VARIABLE, str(placed(tmp_path, b"x" * 4096)))
+    _, settings = resolve_submitted(DEFAULT_MASTER, {}, None, {"spark.master": "local[1]"})
+    assert DRIVER_OPTIONS not in settings
+
+
+def test_a_path_with_a_blank_is_not_handed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "with blank"
+    folder.mkdir()
+    monkeypatch.setenv(archives.ARCHIVE_VARIABLE, str(placed(folder, b"x" * 4096)))
+    assert archives.usable_archive() is None, "Spark splits the Java options at blanks"
+
+
+def test_build_installs_nothing_when_the_check_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dump succeeded but no JVM could start from it: no archive, no record, no partial file."""
+    def child(step: str, archive: Path) -> None:
+        if step == "dump":
+            archive.write_bytes(b"dumped" * 1000)
+            return
+        raise subprocess.CalledProcessError(1, ["check"], stderr=b"could not map the archive")
+
+    monkeypatch.setattr(archives, "_child", child)
+    target = tmp_path / "share" / "spark.jsa"
+    (tmp_path / "share").mkdir()
+    (tmp_path / "share" / ".spark.jsa.stale.partial").write_bytes(b"left by a killed build")
+    with pytest.raises(subprocess.CalledProcessError):
+        archives.build(target)
+    assert not target.exists() and not target.with_name("spark.jsa.json").exists()
+    assert not list((tmp_path / "share").glob(".*")), "partial files removed, an earlier one's too"
