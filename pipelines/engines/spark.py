@@ -251,6 +251,7 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **PROTECTION_SETTINGS,
     }
+    executors_here = False  # a cluster's executors on this host (loopback)
     if _LOCAL_MASTER.match(master):
         settings["spark.sql.shuffle.partitions"] = str(parallelism or 2 * _local_cores(master))
         settings["spark.driver.memory"] = "4g"
@@ -263,11 +264,10 @@ def _default_conf(master: str, parallelism: int | None) -> dict[str, str]:
         if endpoints and all(host in _LOOPBACK_HOSTS for host, _ in endpoints):
             settings["spark.driver.host"] = "127.0.0.1"
             settings["spark.driver.bindAddress"] = "127.0.0.1"
+            executors_here = True
     # the installation's class archive (a shorter start): the driver's, and on loopback the
     # executors' too (this host's file, which the driver checked)
-    endpoints = _master_endpoints(master) if not _LOCAL_MASTER.match(master) else []
-    settings.update(archive_settings(
-        executors_here=bool(endpoints) and all(host in _LOOPBACK_HOSTS for host, _ in endpoints)))
+    settings.update(archive_settings(executors_here=executors_here))
     return settings
 
 
