@@ -61,11 +61,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.crowd_scaling import CLAIMS_PER_OBJECT, CLUSTER, CLUSTER_WARM, MASTER_VARIABLE, SETTINGS
+from benchmarks.crowd_scaling import (
+    CLAIMS_PER_OBJECT,
+    CLUSTER,
+    CLUSTER_WARM,
+    MASTER_VARIABLE,
+    ON_CLUSTER,
+    SETTINGS,
+)
 from benchmarks.harness import RESULTS, ROOT, TreeSampler, machine_basics, table
 
 VARIANTS = ["floor", "spark", "spark-warm", CLUSTER, CLUSTER_WARM]
-ON_CLUSTER = (CLUSTER, CLUSTER_WARM)
 CLUSTER_SCRIPT = ROOT / "infra" / "spark_standalone.sh"
 MEASURE = ROOT / "benchmarks" / "crowd_scaling.py"
 TARGETS = {"spark": 1.0, "spark-warm": 0.6}

@@ -135,6 +135,7 @@ CLUSTER = "spark-cluster"
 master URL ``PRIVLAKE_BENCH_MASTER`` names (started for the release, protected)."""
 CLUSTER_WARM = "spark-cluster-warm"
 """``spark-warm`` on that cluster: a session on it already running, that has run a release before."""
+ON_CLUSTER = (CLUSTER, CLUSTER_WARM)
 MASTER_VARIABLE = "PRIVLAKE_BENCH_MASTER"
 
 
@@ -150,7 +151,7 @@ def measure(variant: str, path: Path, workdir: Path, repeat: int) -> dict:
     protected = not variant.endswith(UNPROTECTED)
     spark_conf = {} if protected else {name: "false" for name in PROTECTION_SETTINGS}
     engine_name = "spark" if variant.startswith("spark") else variant
-    master = os.environ[MASTER_VARIABLE] if variant in (CLUSTER, CLUSTER_WARM) else MASTER
+    master = os.environ[MASTER_VARIABLE] if variant in ON_CLUSTER else MASTER
     warm = variant.startswith("spark-warm") or variant == CLUSTER_WARM
     config = CrowdConfig.model_validate(
         config_for(path, lake, "local" if variant == "floor" else engine_name, spark_conf, not protected, master)
