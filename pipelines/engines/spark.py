@@ -92,8 +92,9 @@ MASTER_CONNECT_TIMEOUT_SECONDS = 3.0
 EXECUTOR_WAIT_SECONDS = 30.0
 """How long a session started on a standalone master waits for its first executor to size its shuffles."""
 DRIVER_MERGE_MAX_FILES = 64
-"""``sum_by_key`` over at most this many ``read_groups`` files merges per-file partial sums on
-the driver instead of running Spark's aggregation (see ``_sum_by_key_on_workers``)."""
+"""``sum_by_key`` over at most this many Python tasks (``read_groups`` files, fragment tasks) merges
+their per-task partial sums on the driver; over more, Spark's aggregation sums the partials first
+(see ``_sum_by_key_on_workers``)."""
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
 _EMBEDDED_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$")
 """Masters whose driver, executors and Python workers are this process and its children: the
@@ -423,6 +424,13 @@ class _SideReader:
 
 
 _UNREAD = object()
+
+
+def _summed_by_key(frame: Any, key: str, names: Sequence[str]) -> Any:
+    """``frame``'s integer columns ``names`` summed by ``key``: one row per key, columns in order."""
+    from pyspark.sql import functions as spark_functions
+
+    return frame.groupBy(key).agg(*[spark_functions.sum(name).alias(name) for name in names]).select(key, *names)
 
 
 def _compose(stages: tuple[Any, ...]) -> Any:
@@ -920,8 +928,8 @@ class SparkEngine(Engine):
         origin = source.origin if source.origin is not None else source
         python_tasks = (len(origin.group_files) if origin.group_files is not None
                         else origin.tasks.count if origin.tasks is not None else None)
-        if python_tasks is not None and python_tasks <= DRIVER_MERGE_MAX_FILES:
-            return self._sum_by_key_on_workers(source, key, columns)
+        if python_tasks is not None:
+            return self._sum_by_key_on_workers(source, key, columns, python_tasks <= DRIVER_MERGE_MAX_FILES)
         halves = []
         aliases = []
         for index, column in enumerate(columns):
@@ -932,21 +940,20 @@ class SparkEngine(Engine):
             ]
             aliases += [f"high_{index}", f"low_{index}"]
         with worker_errors():
-            summed = (
-                source.frame.select(spark_functions.col(key), *halves)
-                .groupBy(key)
-                .agg(*[spark_functions.sum(alias).alias(alias) for alias in aliases])
-                .select(key, *aliases)
-                .toArrow()
-            )
+            summed = _summed_by_key(source.frame.select(spark_functions.col(key), *halves), key, aliases).toArrow()
         partials = summed.rename_columns([key, *arrow.half_sum_names(columns)])
         return arrow.finish_sums(partials, key, columns, source.schema.field(key).type)
 
-    def _sum_by_key_on_workers(self, source: SparkCollection, key: str, columns: Sequence[str]) -> pd.DataFrame:
-        """``sum_by_key`` over a few staged files: each task sums its file's rows by key in
-        Python, fused with the collection's stages, and the driver merges the partial sums —
-        one job and no shuffle stage (the result comes to the driver anyway, and there are
-        at most ``DRIVER_MERGE_MAX_FILES`` partials per key)."""
+    def _sum_by_key_on_workers(self, source: SparkCollection, key: str, columns: Sequence[str],
+                               merge_on_driver: bool) -> pd.DataFrame:
+        """``sum_by_key`` over rows the Python workers make (staged files or fragment tasks): each
+        task sums its rows by key in Python, fused with the collection's stages, so a task hands
+        on one row per key it saw, not one per row or batch. With ``merge_on_driver`` (at most
+        ``DRIVER_MERGE_MAX_FILES`` tasks) the driver merges those partials: one job, no shuffle
+        stage. With more, Spark sums the partials by key first, so the driver receives one row
+        per key whatever the number of tasks (its memory stays bounded, issue 15) and the
+        aggregation's input grows with tasks x keys, not with the rows: exact either way, the
+        halves' sums staying below 2**63 for fewer than 2**31 partial rows per key."""
         origin, stages = _chain(source)
         input_schema = source.schema
         empty = arrow.empty_partial_sums(input_schema, key, columns)
@@ -962,8 +969,13 @@ class SparkEngine(Engine):
 
         structure = spark_schema(empty.rename_columns(transport).schema)
         with worker_errors():
-            partials = self._python_map(origin, _compose((*stages, partial_sums)), structure).toArrow()
+            partial_frame = self._python_map(origin, _compose((*stages, partial_sums)), structure)
+            if not merge_on_driver:
+                partial_frame = _summed_by_key(partial_frame, key, transport[1:])
+            partials = partial_frame.toArrow()
         partials = partials.rename_columns(empty.schema.names).cast(empty.schema)
+        if not merge_on_driver:
+            return arrow.finish_sums(partials, key, columns, input_schema.field(key).type)
         merged = arrow.merge_partial_sums([empty, arrow.sum_gathered_partials(partials, key, columns)], key, columns)
         return arrow.finish_sums(merged, key, columns, input_schema.field(key).type)
 

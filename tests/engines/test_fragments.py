@@ -23,6 +23,7 @@ import pytest
 from pyspark import cloudpickle as spark_cloudpickle
 
 from pipelines.engines import EngineError
+from pipelines.engines import spark as spark_engine_module
 from pipelines.engines.base import ColumnMetrics, Engine, ForwardedError, forwardable, forwarded_error
 from pipelines.platform.errors import InputError
 from pipelines.platform.sources import ROW_BITS, ROW_ID, list_fragments, read_fragment, row_location
@@ -297,6 +298,32 @@ def test_sum_by_key_over_a_few_group_files_by_another_key_merges_every_file(engi
         pq.write_table(pa.table({"g": [group] * 3, "k": [1, 2, index], "v": [1, 10, 100]}, schema=schema), files[-1])
     sums = engine.sum_by_key(engine.read_groups(files, "g", schema), "k", ["v"])
     assert sums.to_dict("list") == {"k": [0, 1, 2], "v": [100, 103, 130]}
+
+
+@pytest.mark.parametrize("driver_merges_at_most", [64, 2])
+def test_sum_by_key_over_group_files_is_exact_whoever_merges_the_partials(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_merges_at_most: int
+) -> None:
+    """Spark sums per-file partials on the driver up to ``DRIVER_MERGE_MAX_FILES`` files and with
+    its own aggregation beyond (issue 15: the aggregation then receives a row per key per file,
+    not per batch); both give the exact totals, here near the int64 range and with keys in
+    several files. The other engines ignore the limit."""
+    monkeypatch.setattr(spark_engine_module, "DRIVER_MERGE_MAX_FILES", driver_merges_at_most)
+    schema = pa.schema([("g", pa.string()), ("k", pa.int64()), ("v", pa.int64()), ("w", pa.int32())])
+    big, files, expected = 2**61 + 12345, [], {}
+    for index in range(5):
+        keys = [index % 2, 7, 100 + index, 7]
+        values = [big, -big + index, index, big // 3]
+        weights = [1, None, -index, 2**31 - 1]
+        files.append(tmp_path / f"part-{index}.parquet")
+        pq.write_table(pa.table({"g": [f"g{index}"] * 4, "k": keys, "v": values, "w": weights}, schema=schema), files[-1])
+        for key, value, weight in zip(keys, values, weights, strict=True):
+            total = expected.setdefault(key, [0, 0])
+            total[0] += value
+            total[1] += weight or 0
+    sums = engine.sum_by_key(engine.read_groups(files, "g", schema), "k", ["v", "w"])
+    assert sums.to_dict("list") == {"k": sorted(expected), "v": [expected[key][0] for key in sorted(expected)],
+                                    "w": [expected[key][1] for key in sorted(expected)]}
 
 
 def test_only_plain_exceptions_travel_from_workers() -> None:
