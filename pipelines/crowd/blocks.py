@@ -15,6 +15,7 @@ import pandas as pd
 from transforms.crowd.claims_block import ClaimsBlock, in_canonical_order
 from transforms.crowd.combined_weights import seed_weights
 from transforms.crowd.contribution_bound import bound_source_contributions
+from transforms.crowd.gaussian_kernel import WithinObjectKernel
 from transforms.crowd.global_weights import SourceQuality, source_loss_contributions
 from transforms.crowd.local_weights import local_weights
 from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
@@ -40,9 +41,15 @@ class GlobalPassSide:
 
 
 def global_pass_block(frame: pd.DataFrame, side: GlobalPassSide) -> pd.DataFrame:
-    """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums."""
+    """Map-by-object half of a global-weights iteration: per-source fixed-point loss sums.
+
+    The kernel is used once here, so it is computed tile by tile and never held: holding it
+    (about 160 bytes a claim) only made every task fault that much fresh memory in (issue 15:
+    0.21 s against 0.26-0.96 s for 1.25 million claims; the sums are bitwise the same)."""
     block = object_block(frame)
-    return source_loss_contributions(block, public_bandwidths(block, side.bandwidth), side.source_quality)
+    bandwidths = public_bandwidths(block, side.bandwidth)
+    return source_loss_contributions(block, bandwidths, side.source_quality,
+                                     kernel=WithinObjectKernel(block, bandwidths, cache_bytes=0))
 
 
 @dataclass(frozen=True)

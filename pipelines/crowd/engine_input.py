@@ -20,7 +20,8 @@ Two passes, each a ``map_fragments`` job:
    share a task on engines whose tasks pay a start (:func:`fragments_per_task`).
 2. :func:`stage_object_bucket`, one task per run of buckets: those buckets of every fragment's file, the ids
    reconciled to the input's kinds (:class:`GroupSide`: integers only if every fragment's were; a
-   fragment's integers are otherwise their decimal text), in input order (``ROW_ID``); the
+   fragment's integers are otherwise their decimal text), sorted once into the canonical order with
+   ties in input order (``ROW_ID``; ``keep_last`` and ``mean`` first see the rows in input order); the
    duplicates policy (``reject``: the repeats counted with the first repeating row and the row it
    repeats; ``keep_last``: the largest ``ROW_ID``; ``mean``: the mean at the first row's place —
    ``apply_duplicates_policy``, the single-file code, on whole objects); clipping into the public
@@ -398,7 +399,12 @@ def _metric(code: int, count: int, row_id: int | None = None, detail: int | None
 
 
 def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
-    """Pass 2 for one bucket (module docstring)."""
+    """Pass 2 for one bucket (module docstring).
+
+    One sort puts the claims in the staged files' canonical order (object, then source code:
+    ``claims_block.in_canonical_order``, so no later job sorts a file again) with ties in input
+    order; the input checks read the sorted columns: a repeated (object, source) pair is a row
+    equal to the one before it, an object's claims are one run."""
     schema = crowd_group_summary_schema()
     # by file, then bucket (the rows are put in ROW_ID order below, whatever the order here)
     parts = [batch for file in side.files for batch in read_bucket_batches(file, task.index, task.last)
@@ -407,49 +413,53 @@ def stage_object_bucket(task: ObjectBucket, side: GroupSide) -> pa.Table:
         return schema.empty_table()
     objects = np.concatenate([_reconciled(part.column(0), side.object_integers) for part in parts])
     sources = np.concatenate([_reconciled(part.column(1), side.source_integers) for part in parts])
-    frame = pd.DataFrame({
-        "object_id": objects, "source_id": sources,
-        "value": np.concatenate([part.column(2).to_numpy(zero_copy_only=False) for part in parts]),
-        ROW_NUMBER: np.concatenate([part.column(3).to_numpy(zero_copy_only=False) for part in parts]),
-    }).sort_values(ROW_NUMBER, kind="mergesort", ignore_index=True)
-    rows: list[dict[str, Any]] = []
-    if side.duplicates == "reject":
-        repeated = frame.duplicated(["object_id", "source_id"], keep="first").to_numpy()
-        if repeated.any():
-            first = int(np.flatnonzero(repeated)[0])
-            key = frame.iloc[first]
-            same = (frame["object_id"] == key["object_id"]) & (frame["source_id"] == key["source_id"])
-            rows.append(_metric(DUPLICATE, int(repeated.sum()), int(frame[ROW_NUMBER].iloc[first]),
-                                int(frame.loc[same, ROW_NUMBER].min())))
-    else:
-        frame = apply_duplicates_policy(frame, side.duplicates)
-    low, high = side.value_range
-    outside = ((frame["value"] < low) | (frame["value"] > high)).to_numpy()
-    if outside.any():
-        rows.append(_metric(OUT_OF_RANGE, int(outside.sum()), int(frame[ROW_NUMBER].to_numpy()[outside].min())))
-        frame["value"] = frame["value"].clip(low, high)
-    codes = pd.Index(side.sources).get_indexer(frame["source_id"])
+    values = np.concatenate([part.column(2).to_numpy(zero_copy_only=False) for part in parts])
+    row_numbers = np.concatenate([part.column(3).to_numpy(zero_copy_only=False) for part in parts])
+    if side.duplicates != "reject":
+        resolved = apply_duplicates_policy(pd.DataFrame(
+            {"object_id": objects, "source_id": sources, "value": values, ROW_NUMBER: row_numbers},
+        ).sort_values(ROW_NUMBER, kind="mergesort", ignore_index=True), side.duplicates)
+        objects, sources, values, row_numbers = (resolved[name].to_numpy() for name in
+                                                 ("object_id", "source_id", "value", ROW_NUMBER))
+    codes = pd.Index(side.sources).get_indexer(sources)
     if (codes < 0).any():
         raise RuntimeError("a source id missing from the input's distinct sources")
-    frame["source_id"] = codes.astype(np.int64)
-    counts = frame.groupby("object_id", sort=False).size()
-    rows += [_metric(CLAIMS, len(frame)), _metric(OBJECTS, len(counts)),
+    object_order = objects if side.object_integers else pd.factorize(objects, sort=True)[0]
+    order = np.lexsort((row_numbers, codes, object_order))
+    objects, codes, values, row_numbers, object_order = (
+        column[order] for column in (objects, codes.astype(np.int64), values, row_numbers, object_order))
+    rows: list[dict[str, Any]] = []
+    new_object = np.ones(len(order), dtype=bool)
+    new_object[1:] = object_order[1:] != object_order[:-1]
+    if side.duplicates == "reject":
+        repeated = ~new_object
+        repeated[1:] &= codes[1:] == codes[:-1]
+        if repeated.any():
+            positions = np.flatnonzero(repeated)
+            first = positions[np.argmin(row_numbers[positions])]  # the earliest repeat in the input
+            pair_starts = np.flatnonzero(~repeated)
+            pair_start = pair_starts[np.searchsorted(pair_starts, first, side="right") - 1]
+            rows.append(_metric(DUPLICATE, len(positions), int(row_numbers[first]), int(row_numbers[pair_start])))
+    low, high = side.value_range
+    outside = (values < low) | (values > high)
+    if outside.any():
+        rows.append(_metric(OUT_OF_RANGE, int(outside.sum()), int(row_numbers[outside].min())))
+        values = np.clip(values, low, high)
+    starts = np.flatnonzero(new_object)
+    counts = np.diff(np.append(starts, len(order)))
+    rows += [_metric(CLAIMS, len(order)), _metric(OBJECTS, len(counts)),
              _metric(RELEASABLE_OBJECTS, int((counts >= side.k).sum())), _metric(LARGEST_OBJECT, int(counts.max()))]
-    small = counts[counts < side.k]
+    small = np.flatnonzero(counts < side.k)
     if len(small):
-        first_rows = frame.groupby("object_id", sort=False)[ROW_NUMBER].min().loc[small.index]
-        chosen = first_rows.idxmin()
-        rows.append(_metric(SMALL_OBJECT, len(small), int(first_rows.loc[chosen]), int(small.loc[chosen])))
-    # canonical order (object, then source code: ``claims_block.in_canonical_order``), so no later
-    # job sorts a file again
-    staged = frame.sort_values(["object_id", "source_id"], kind="mergesort", ignore_index=True)
+        first_rows = np.minimum.reduceat(row_numbers, starts)[small]
+        chosen = int(np.argmin(first_rows))
+        rows.append(_metric(SMALL_OBJECT, len(small), int(first_rows[chosen]), int(counts[small[chosen]])))
+    staged = pd.DataFrame({"object_id": objects, "source_id": codes, "value": values})
     id_type = pa.int64() if side.object_integers else pa.string()
-    table = pa.Table.from_pandas(staged[["object_id", "source_id", "value"]], schema=claims_schema(id_type, pa.int64()),
-                                 preserve_index=False)
+    table = pa.Table.from_pandas(staged, schema=claims_schema(id_type, pa.int64()), preserve_index=False)
     storage.write_table(table, side.file_for(task.index), row_group_size=1 << 18)
     if side.first_losses is not None:  # global_pass_block on exactly the file's rows, as iteration 1 reads them
-        write_table_file(pa.Table.from_pandas(global_pass_block(staged[["object_id", "source_id", "value"]],
-                                                                side.first_losses), preserve_index=False),
+        write_table_file(pa.Table.from_pandas(global_pass_block(staged, side.first_losses), preserve_index=False),
                          side.first_losses_for(task.index))
     rows.append(_metric(task.index, len(staged), entry=STAGED, key=task.index))
     return pa.Table.from_pylist(rows, schema=schema)

@@ -174,3 +174,21 @@ def test_fragments_together_in_a_pass_1_task_stage_the_same_claims(tmp_path: Pat
         staged.append(pd.concat([pq.read_table(path).to_pandas() for path in checked.object_files], ignore_index=True))
     pd.testing.assert_frame_equal(staged[0], staged[1], check_exact=True)
     assert len(staged[0]) > 0
+
+
+def test_the_small_object_gate_names_the_earliest_small_object_in_the_input(tmp_path: Path) -> None:
+    """With ``small_objects: reject`` the one-line error names the first row, in input order, of
+    any object with fewer than k claims, and that object's count; here not the smallest object
+    id (object 2, rows 8-9) but object 7 (row 3): the staged order is by object, the report by row."""
+    objects = [1, 1, 1, 7, 1, 3, 3, 3, 2, 2, 5, 5, 5]
+    claims = pd.DataFrame({"object_id": objects, "source_id": np.arange(len(objects)), "value": 50.0})
+    claims.to_csv(tmp_path / "claims.csv", index=False)
+    raw = config_for(tmp_path / "claims.csv", tmp_path / "lake", "reject").model_dump(by_alias=True)
+    raw["input"]["small_objects"] = "reject"
+    raw["privacy"]["k"] = 3
+    config = CrowdConfig.model_validate(raw)
+    with make_engine("local") as engine, pytest.raises(InputError) as raised:
+        prepared = PreparedInput(list_fragments(listing_spec(config.input)), "claims.csv", tmp_path / "staging")
+        read_claims_on_engine(config, prepared, engine)
+    assert raised.value.row == row_error(prepared.fragments, 3, "x").row
+    assert "an object has 1 claims, fewer than the minimum 3" in str(raised.value)
