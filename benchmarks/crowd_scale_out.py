@@ -39,7 +39,9 @@ of the two workers.
 
 Checks (in the JSON and the Markdown; the benchmark reports, it does not fail): time per claim of the
 largest size over the smallest within 0.85-1.15 (for a started variant also without the engine's
-start, the release's "wait for engine" stage) and driver peak within 1.2x, per variant; at the
+start: the started run's excess over its running-session twin at the smallest size, ``WARM_TWIN``,
+taken off both sizes; the "wait for engine" stage when the twin did not run) and driver peak within
+1.2x, per variant; at the
 floor's size, ``spark`` at most 1.0x the floor and ``spark-warm`` at most 0.6x (two cores: 0.5x is
 the physical limit).
 """
@@ -75,6 +77,8 @@ VARIANTS = ["floor", "spark", "spark-warm", CLUSTER, CLUSTER_WARM]
 CLUSTER_SCRIPT = ROOT / "infra" / "spark_standalone.sh"
 MEASURE = ROOT / "benchmarks" / "crowd_scaling.py"
 TARGETS = {"spark": 1.0, "spark-warm": 0.6}
+WARM_TWIN = {"spark": "spark-warm", CLUSTER: CLUSTER_WARM}
+"""A started variant's running-session twin: their difference at one size is the engine's fixed start."""
 """Wall time over the floor's at the floor's size, at most (issue 15)."""
 PER_CLAIM_BAND = (0.85, 1.15)
 DRIVER_GROWTH = 1.2
@@ -198,12 +202,17 @@ def summarize(runs: list[dict], sizes: list[int]) -> tuple[list[dict], list[dict
             checks.append({"check": f"{variant}: time per claim, {large:,} / {small:,}", "value": per_claim,
                            "target": f"{PER_CLAIM_BAND[0]}-{PER_CLAIM_BAND[1]}",
                            "met": PER_CLAIM_BAND[0] <= per_claim <= PER_CLAIM_BAND[1]})
-            start = "wait for engine"
-            if first["timings"].get(start) and last["timings"].get(start):
-                # the same, without the engine's fixed start (a one-time cost, not a per-claim one)
-                net = ((last["wall_seconds"] - last["timings"][start]) / large) / \
-                    ((first["wall_seconds"] - first["timings"][start]) / small)
-                checks.append({"check": f"{variant}: time per claim without the engine's start, {large:,} / {small:,}",
+            # the same, without the engine's fixed start (a one-time cost, not a per-claim one): the
+            # started run's excess over its running twin; the release's first job pays part of the
+            # start, so the "wait for engine" stage alone understates it
+            twin = by.get((small, WARM_TWIN.get(variant, "")))
+            wait = "wait for engine"
+            fixed = (first["wall_seconds"] - twin["wall_seconds"] if twin
+                     else first["timings"].get(wait) if last["timings"].get(wait) else None)
+            if fixed:
+                net = ((last["wall_seconds"] - fixed) / large) / ((first["wall_seconds"] - fixed) / small)
+                checks.append({"check": f"{variant}: time per claim without the engine's start "
+                                        f"({fixed:.1f} s), {large:,} / {small:,}",
                                "value": net, "target": f"{PER_CLAIM_BAND[0]}-{PER_CLAIM_BAND[1]}",
                                "met": PER_CLAIM_BAND[0] <= net <= PER_CLAIM_BAND[1]})
             if variant != "floor":
@@ -267,7 +276,8 @@ def main() -> None:
     parser.add_argument("--rows-per-file", type=int, default=500_000)
     parser.add_argument("--workdir", type=Path, help="where the inputs and lakes go (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=RESULTS / "crowd_scale_out.json")
-    parser.add_argument("--render", action="store_true", help="only write the Markdown again from --out's JSON")
+    parser.add_argument("--render", action="store_true",
+                        help="only summarize --out's runs again (its checks and Markdown)")
     arguments = parser.parse_args()
     if arguments.render:
         saved = json.loads(arguments.out.read_text())
@@ -275,9 +285,11 @@ def main() -> None:
         arguments.repeats = max(run["repeat"] for run in saved["runs"]) + 1
         arguments.sizes = sorted({run["claims"] for run in saved["runs"]})
         loads = [run["load_average_before"] for run in saved["runs"]]
-        text = markdown(saved["machine"], saved["summary"], saved["checks"], arguments, loads,
+        rows, checks = summarize(saved["runs"], arguments.sizes)  # the checks as this code reads them
+        text = markdown(saved["machine"], rows, checks, arguments, loads,
                         {int(claims): size for claims, size in saved.get("input_bytes", {}).items()})
         arguments.out.with_suffix(".md").write_text(text)
+        arguments.out.write_text(json.dumps({**saved, "summary": rows, "checks": checks}, indent=2) + "\n")
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its cluster
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
