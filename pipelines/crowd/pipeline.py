@@ -47,7 +47,6 @@ from pipelines.crowd.blocks import (
     GlobalPassSide,
     SynthesisSide,
     bound_block,
-    global_pass_block,
     object_weights,
 )
 from pipelines.crowd.engine_input import (
@@ -89,6 +88,7 @@ from pipelines.crowd.engine_input import (
     fine_bucket_count,
     fragment_sources,
     fragments_per_task,
+    global_pass_file,
     raw_median_block,
     read_claims_fragment,
     read_first_losses,
@@ -101,7 +101,7 @@ from pipelines.crowd.input import private_columns
 from pipelines.crowd.report_page import learned_density_samples
 from pipelines.crowd.validation import validate_crowd_input_metrics, validate_crowd_output_metrics
 from pipelines.engines.arrow import read_key_rows, table_to_frame
-from pipelines.engines.base import Collection, Engine
+from pipelines.engines.base import Engine
 from pipelines.platform.errors import InputError, PrivlakeError, ReleaseRefused
 from pipelines.platform.fragment_tasks import NumberedFile
 from pipelines.platform.input import csv_problem
@@ -473,8 +473,9 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
 
 
 def one_task_per_partition(files: int, engine: Engine) -> int:
-    """Files per task of a reduction of small side files (pass 1's distinct sources, pass 2's
-    first-iteration sums): as many tasks as the engine runs at once, not one per file."""
+    """Files per task of a job whose tasks only hand on per-key sums (pass 1's distinct sources,
+    the global weights' iterations): as many tasks as the engine runs at once, not one per file,
+    so that the rows handed on grow with the engine's slots x the keys, not with the files."""
     return -(-files // max(1, engine.parallelism))
 
 
@@ -522,12 +523,10 @@ def _located(rows: pd.DataFrame, code: int, fragments: list[Fragment], settings:
 
 @dataclass(frozen=True)
 class StagedClaims:
-    """The claims on the engine, clustered by object, each object prepared once (canonical order,
-    bandwidth); ``bounded_rows`` counts the claims left by the contribution bound, if any."""
+    """The claims staged as group files (whole objects each, in canonical order) that every later
+    job reads; ``bounded_rows`` counts the claims left by the contribution bound, if any."""
 
-    claims: Collection
     files: list[Any]
-    """The group files ``claims`` reads (whole objects each, sorted by object)."""
     bounded_rows: int | None
 
 
@@ -537,21 +536,19 @@ def stage_claims(context: ReleaseContext, checked: CheckedClaims, engine: Engine
     staged again by object."""
     privacy, timer, staging = context.config.privacy, context.timer, context.staging
     input_schema = checked.input_schema
-    bounded_rows = None
     files = list(checked.object_files)
-    claims = engine.read_groups_streaming(files, "object_id", input_schema)
-    if privacy.max_objects_per_source is not None:
-        with timer.stage("bound contributions"):
-            claims = engine.map_groups(
-                claims, "source_id", bound_block, input_schema,
-                side=BoundSide(privacy.max_objects_per_source, context.secret, context.release_id),
-            )
-            claims = engine.persist(claims)
-            bounded_rows = engine.count(claims)
-            files = engine.write_groups(claims, "object_id", staging / "bounded", input_schema)
-            engine.unpersist(claims)
-            claims = engine.read_groups_streaming(files, "object_id", input_schema)
-    return StagedClaims(claims, files, bounded_rows)
+    if privacy.max_objects_per_source is None:
+        return StagedClaims(files, None)
+    with timer.stage("bound contributions"):
+        claims = engine.map_groups(
+            engine.read_groups_streaming(files, "object_id", input_schema), "source_id", bound_block, input_schema,
+            side=BoundSide(privacy.max_objects_per_source, context.secret, context.release_id),
+        )
+        claims = engine.persist(claims)
+        bounded_rows = engine.count(claims)
+        files = engine.write_groups(claims, "object_id", staging / "bounded", input_schema)
+        engine.unpersist(claims)
+    return StagedClaims(files, bounded_rows)
 
 
 def global_source_quality(
@@ -581,10 +578,11 @@ def global_source_quality(
             contributions = engine.map_fragments(tasks, read_first_losses, loss_schema,
                                                  fragments_per_task=one_task_per_partition(len(tasks), engine))
             computed.clear()
-        else:
-            contributions = engine.map_groups(
-                staged.claims, "object_id", global_pass_block, loss_schema,
-                side=GlobalPassSide(current, release_bandwidth(config)))
+        else:  # a task per engine slot over the group files, its per-source rows summed in it
+            tasks = [NumberedFile(where, index) for index, where in enumerate(staged.files)]
+            contributions = engine.map_fragments(tasks, global_pass_file, loss_schema,
+                                                 side=GlobalPassSide(current, release_bandwidth(config)),
+                                                 fragments_per_task=one_task_per_partition(len(tasks), engine))
         sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
         # the first iteration's sums count each source's objects: the input check the fixed-point
         # sums need, before any noise is drawn on them
