@@ -953,7 +953,7 @@ class SparkEngine(Engine):
         stage. With more, Spark sums the partials by key first, so the driver receives one row
         per key whatever the number of tasks (its memory stays bounded, issue 15) and the
         aggregation's input grows with tasks x keys, not with the rows: exact either way, the
-        halves' sums staying below 2**63 for fewer than 2**31 partial rows per key."""
+        halves' sums staying below 2**63 for fewer than 2**31 input rows per key in all."""
         origin, stages = _chain(source)
         input_schema = source.schema
         empty = arrow.empty_partial_sums(input_schema, key, columns)

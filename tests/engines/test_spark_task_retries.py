@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from pipelines.engines import make_engine
@@ -38,26 +37,27 @@ def fail_first_attempt_of_even_partitions() -> None:
         raise RuntimeError(INJECTED)
 
 
-def flaky_global_pass_block(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    from pipelines.crowd.blocks import global_pass_block
+def flaky_global_pass_file(task: Any, side: Any) -> Any:
+    from pipelines.crowd.engine_input import global_pass_file
 
     fail_first_attempt_of_even_partitions()
-    return global_pass_block(frame, side)
+    return global_pass_file(task, side)
 
 
-def flaky_synthesis_block(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    from pipelines.crowd.blocks import synthesis_block
+def flaky_synthesize_group_file(task: Any, side: Any) -> Any:
+    from pipelines.crowd.engine_input import synthesize_group_file
 
     fail_first_attempt_of_even_partitions()
-    return synthesis_block(frame, side)
+    return synthesize_group_file(task, side)
 
 
 def release_with_failing_first_attempts(engine: Any, config: dict[str, Any], release_id: str) -> dict[str, Any]:
-    """Runs in the child driver: the pipeline's block functions replaced by flaky ones."""
+    """Runs in the child driver: the pipeline's task functions (the later global-weights
+    iterations' and the synthesis's, which write files as they go) replaced by flaky ones."""
     import pipelines.crowd.pipeline as crowd_pipeline
 
-    crowd_pipeline.global_pass_block = flaky_global_pass_block
-    crowd_pipeline.synthesis_block = flaky_synthesis_block
+    crowd_pipeline.global_pass_file = flaky_global_pass_file
+    crowd_pipeline.synthesize_group_file = flaky_synthesize_group_file
     result = release_on_engine(engine, config, release_id)
     result["failed_attempts_seen"] = _failed_task_attempts(engine)
     return result
