@@ -523,8 +523,9 @@ def _located(rows: pd.DataFrame, code: int, fragments: list[Fragment], settings:
 
 @dataclass(frozen=True)
 class StagedClaims:
-    """The claims staged as group files (whole objects each, in canonical order) that every later
-    job reads; ``bounded_rows`` counts the claims left by the contribution bound, if any."""
+    """The claims staged as group files (whole objects each: pass 2's in canonical order, the
+    contribution bound's by object only) that every later job reads; ``bounded_rows`` counts the
+    claims left by the contribution bound, if any."""
 
     files: list[Any]
     bounded_rows: int | None
