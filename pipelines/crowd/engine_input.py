@@ -380,6 +380,11 @@ class GroupSide:
         return self.folder / f"first-losses-{index:05d}.arrow"
 
 
+def read_group_file(where: Where) -> pd.DataFrame:
+    """A staged group file's claims, whole (a task holds one group file at a time)."""
+    return storage.parquet_file(where).read().to_pandas()
+
+
 def global_pass_file(task: NumberedFile, side: GlobalPassSide) -> pa.Table:
     """A later global-weights iteration's map half over one staged group file (whole objects, in
     canonical order): the file's per-source fixed-point loss sums (``blocks.global_pass_block``),
@@ -388,8 +393,7 @@ def global_pass_file(task: NumberedFile, side: GlobalPassSide) -> pa.Table:
     whatever the claims (issue 15: a ``map_groups`` over the files handed on a row per source per
     250,000-claim call, about 4 x 10^7 rows an iteration at 10^8 claims from 10^5 sources). The
     sums are exact integers, the same whatever the files or the tasks."""
-    frame = storage.parquet_file(task.where).read().to_pandas()
-    return pa.Table.from_pandas(global_pass_block(frame, side), preserve_index=False)
+    return pa.Table.from_pandas(global_pass_block(read_group_file(task.where), side), preserve_index=False)
 
 
 def read_first_losses(task: NumberedFile, side: Any) -> pa.Table:
@@ -602,8 +606,7 @@ def synthesize_group_file(task: NumberedFile, side: SynthesisFileSide) -> pa.Tab
     claim index; every task writes its file, empty or not) and the output gate's rows for them
     (:func:`output_block`), all in the task. Each object's draws come from its own keyed streams, so
     which objects share a file changes nothing."""
-    frame = storage.parquet_file(task.where).read().to_pandas()
-    outcome = synthesis_block(frame, side.synthesis)
+    outcome = synthesis_block(read_group_file(task.where), side.synthesis)
     released = pa.Table.from_pandas(released_rows(outcome, None), schema=synthetic_claims_schema(side.object_type),
                                     preserve_index=False)
     write_outcome(released, "object_id", side.buckets, side.file_for(task.ordinal))

@@ -574,16 +574,14 @@ def global_source_quality(
     computed = list(checked.first_losses or []) if staged.bounded_rows is None else []
 
     def source_loss_sums(current: SourceQuality) -> pd.DataFrame:
-        if computed:  # the first iteration: pass 2 wrote its map half beside the group files
-            tasks = [NumberedFile(where, index) for index, where in enumerate(computed)]
-            contributions = engine.map_fragments(tasks, read_first_losses, loss_schema,
-                                                 fragments_per_task=one_task_per_partition(len(tasks), engine))
-            computed.clear()
-        else:  # a task per engine slot over the group files, its per-source rows summed in it
-            tasks = [NumberedFile(where, index) for index, where in enumerate(staged.files)]
-            contributions = engine.map_fragments(tasks, global_pass_file, loss_schema,
-                                                 side=GlobalPassSide(current, release_bandwidth(config)),
-                                                 fragments_per_task=one_task_per_partition(len(tasks), engine))
+        # a task per engine slot, its per-source rows summed in it: the first iteration reads the
+        # map half pass 2 wrote beside the group files, the later ones run it over the group files
+        files, map_half, side = ((list(computed), read_first_losses, None) if computed else
+                                 (staged.files, global_pass_file, GlobalPassSide(current, release_bandwidth(config))))
+        computed.clear()
+        tasks = [NumberedFile(where, index) for index, where in enumerate(files)]
+        contributions = engine.map_fragments(tasks, map_half, loss_schema, side=side,
+                                             fragments_per_task=one_task_per_partition(len(tasks), engine))
         sums = engine.sum_by_key(contributions, "source_id", ["loss_fixed", "objects"])
         # the first iteration's sums count each source's objects: the input check the fixed-point
         # sums need, before any noise is drawn on them

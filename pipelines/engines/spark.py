@@ -974,10 +974,10 @@ class SparkEngine(Engine):
                 partial_frame = _summed_by_key(partial_frame, key, transport[1:])
             partials = partial_frame.toArrow()
         partials = partials.rename_columns(empty.schema.names).cast(empty.schema)
-        if not merge_on_driver:
-            return arrow.finish_sums(partials, key, columns, input_schema.field(key).type)
-        merged = arrow.merge_partial_sums([empty, arrow.sum_gathered_partials(partials, key, columns)], key, columns)
-        return arrow.finish_sums(merged, key, columns, input_schema.field(key).type)
+        if merge_on_driver:
+            partials = arrow.merge_partial_sums([empty, arrow.sum_gathered_partials(partials, key, columns)],
+                                                key, columns)
+        return arrow.finish_sums(partials, key, columns, input_schema.field(key).type)
 
     def persist(self, collection: Collection) -> SparkCollection:
         from pyspark import StorageLevel
