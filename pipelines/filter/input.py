@@ -22,12 +22,10 @@ from pipelines.platform.config import read_yaml, validate_document
 from pipelines.platform.errors import ConfigError, InputError
 from pipelines.platform.input import (
     NO_HEADER_HINT,
-    apply_recode,
-    as_missing,
     domain_reason,
     header_names,
     read_records_table,
-    table_chunks,
+    sampled_records_table,
 )
 from schemas.filter.config import FilterConfig, FilterInput, FilterTableReading, LabelDefinition
 from schemas.filter.features import FeatureSpec
@@ -148,25 +146,10 @@ def encoded_records(frame: pd.DataFrame, name: str, file_format: str, header: bo
 
 def read_training_records(reading: FilterTableReading, spec: FeatureSpec, labels: dict[str, LabelDefinition],
                           rng: np.random.Generator) -> FilterRecords:
-    """The training records the driver reads, at most ``reading.max_records`` of them: a file with
-    no more is read whole (:func:`read_records`); a larger one is read in chunks twice — counted,
-    then the keyed sample of ``max_records`` rows (``rng``, in file order) kept — so the driver
-    holds a chunk and the sample, never the file."""
-    names = reading.columns or ()
-    cap = reading.max_records
-    count = sum(len(chunk) for chunk in table_chunks(reading, names))
-    if count <= cap:
-        return read_records(reading, spec, labels)
-    chosen = np.sort(rng.choice(count, size=cap, replace=False)).astype(np.int64)
-    pieces, start = [], 0
-    for chunk in table_chunks(reading, names):
-        inside = chosen[(chosen >= start) & (chosen < start + len(chunk))] - start
-        if inside.size:
-            pieces.append(chunk.iloc[inside])
-        start += len(chunk)
-    frame = apply_recode(pd.concat(pieces, ignore_index=True), reading)
-    frame = as_missing(frame) if reading.format == "csv" else frame
-    return _encoded(frame, reading, spec, labels, rows=chosen)
+    """The training records the driver reads, at most ``reading.max_records`` of them, the keyed
+    sample of a larger file (``rng``; :func:`pipelines.platform.input.sampled_records_table`)."""
+    frame, rows = sampled_records_table(reading, reading.columns or (), reading.max_records, rng)
+    return _encoded(frame, reading, spec, labels, rows=rows)
 
 
 def choice_codes(frame: pd.DataFrame, reading: FilterInput, config: FilterConfig) -> np.ndarray:

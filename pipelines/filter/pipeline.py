@@ -521,7 +521,8 @@ def prepare_filters(context: ReleaseContext, plan: FilterPlan) -> PreparedFilter
     if plan.stored is None or config.evaluation.enabled:
         with timer.stage("read training records"):
             training, _ = read_training_input(config.training, plan.spec, _training_labels(config),
-                                              training_sample_generator(secret, config), config.lake)
+                                              training_sample_generator(secret, config), config.lake,
+                                              fingerprint=False)
         training_mean, training_log_variance = encode_latents(weights, training.features)
     trained = plan.stored
     if trained is None:

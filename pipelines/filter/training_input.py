@@ -71,11 +71,16 @@ def _rows_of(fragment: Fragment, reading: TextReading) -> int:
 
 
 def read_training_input(settings: FilterTrainingInput, spec: FeatureSpec, labels: dict[str, LabelDefinition],
-                        rng: np.random.Generator, lake: Any = None) -> tuple[FilterRecords, dict[str, str]]:
-    """The training records (module docstring) and their data fingerprint."""
+                        rng: np.random.Generator, lake: Any = None,
+                        fingerprint: bool = True) -> tuple[FilterRecords, dict[str, str]]:
+    """The training records (module docstring) and their data fingerprint (``{}`` without
+    ``fingerprint``: a release that trains its filters records none, and hashing every training
+    file would cost the driver a read of the whole training input)."""
     reading = single_file(settings)
     if reading is not None:
         records = read_training_records(reading, spec, labels, rng)
+        if not fingerprint:
+            return records, {}
         return records, {"file_sha256": file_fingerprint(reading.path).removeprefix("sha256:")}
     fragments = training_fragments(settings, lake)
     name = settings.path if settings.path is not None else f"table {settings.table}"
@@ -101,6 +106,8 @@ def read_training_input(settings: FilterTrainingInput, spec: FeatureSpec, labels
     records = encoded_records(frame, name, settings.format or fragments[0].format, settings.header, spec, labels,
                               locate=lambda row, message, column: row_error(fragments, int(identifiers[row]), message,
                                                                            column=column))
-    fingerprint = input_fingerprint(fragments, fingerprint_fragments(fragments))
-    return records, {"input_sha256": fingerprint.removeprefix("sha256:")}
+    if not fingerprint:
+        return records, {}
+    combined = input_fingerprint(fragments, fingerprint_fragments(fragments))
+    return records, {"input_sha256": combined.removeprefix("sha256:")}
 

@@ -64,7 +64,7 @@ from pipelines.ldp.input import (
 )
 from pipelines.ldp.report_page import truth_summary
 from pipelines.ldp.validation import validate_ldp_metrics, validate_ldp_output
-from pipelines.platform.errors import InputError, PrivlakeError
+from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
 from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
@@ -236,6 +236,8 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         validation = validate_ldp_metrics(metrics, prepared.name)
         if not validation.success:
             raise _first_failure(validation, first_problem, repeats, fragments, catalog, settings, prepared.name)
+        if text_keys:
+            check_vector_groups(config, catalog, metrics["rows"])
         counts = engine.sum_by_key(engine.map_batches(summary, count_entries, ldp_counts_schema(text_keys)), "key",
                                    ["users"])
     finally:
@@ -243,6 +245,25 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
     fingerprint = input_fingerprint(fragments, fragment_prints)
     return CheckedReports(counts, validation, metrics["rows"], _reports_fingerprint(fingerprint, settings,
                                                                                          fingerprint_key))
+
+
+def check_vector_groups(config: LdpConfig, catalog: MechanismCatalog, reports: int) -> None:
+    """GIBU on RAPPOR reports runs on the driver over the distinct (mechanism, bit vector) groups
+    and their users (``estimate_from_bit_vector_groups``): there are at most ``min(reports,
+    mechanisms · 2^k)`` of them — with a realistic k nearly one per report, since every bit is
+    randomized. Issue 15 bounds the driver by design: when that bound times k exceeds
+    ``estimator.max_vector_cells``, the release is refused before the groups are collected
+    (``ConfigError``, exit 2); RAP_M's sufficient statistics are k sums per mechanism, summed on
+    the engine, whatever the reports."""
+    k = catalog.input_size
+    groups = min(reports, len(catalog.names) * 2 ** k)
+    cap = config.estimator.max_vector_cells
+    if groups * k > cap:
+        raise ConfigError(
+            f"estimator: GIBU on RAPPOR reports holds their distinct bit vectors on the driver, here up to "
+            f"{groups:,} of {k} bits ({groups * k:,} cells), above estimator.max_vector_cells ({cap:,}); "
+            "set estimator.method: rap_m (per-bit sums, counted on the engine) or raise max_vector_cells"
+        )
 
 
 def _reports_fingerprint(input_print: str, settings: LdpInput, key: bytes | None) -> str:

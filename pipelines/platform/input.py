@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -322,6 +323,27 @@ def read_records_table(reading: TableReading, names: Sequence[str]) -> pd.DataFr
     """``read_table``, then ``recode``, then the missing-value rule (CSV only: Parquet has nulls)."""
     frame = apply_recode(read_table(reading, names), reading)
     return as_missing(frame) if reading.format == "csv" else frame
+
+
+def sampled_records_table(reading: TableReading, names: Sequence[str], cap: int,
+                          rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """:func:`read_records_table` of a file the driver reads, with at most ``cap`` rows held: a file
+    of no more rows is read whole (``None`` for its rows); a larger one is read in chunks twice —
+    counted, then the keyed sample of ``cap`` rows (``rng``, kept in file order) — so the driver
+    holds a chunk and the sample, never the file. Returns the frame and, for a sample, the 0-based
+    file rows of its rows (so that a bad value is still named by its row in the file)."""
+    count = sum(len(chunk) for chunk in table_chunks(reading, names))
+    if count <= cap:
+        return read_records_table(reading, names), None
+    chosen = np.sort(rng.choice(count, size=cap, replace=False)).astype(np.int64)
+    pieces, start = [], 0
+    for chunk in table_chunks(reading, names):
+        inside = chosen[(chosen >= start) & (chosen < start + len(chunk))] - start
+        if inside.size:
+            pieces.append(chunk.iloc[inside])
+        start += len(chunk)
+    frame = apply_recode(pd.concat(pieces, ignore_index=True), reading)
+    return (as_missing(frame) if reading.format == "csv" else frame), chosen
 
 
 def as_missing(frame: pd.DataFrame) -> pd.DataFrame:

@@ -21,7 +21,13 @@ import pandas as pd
 
 from pipelines.platform.config import read_yaml
 from pipelines.platform.errors import ConfigError, InputError, one_line
-from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names, read_records_table
+from pipelines.platform.input import (
+    NO_HEADER_HINT,
+    domain_reason,
+    header_names,
+    read_records_table,
+    sampled_records_table,
+)
 from schemas.base import TableReading
 from schemas.tabular.config import MAX_DOMAIN_SIZE
 from schemas.tabular.schema import CategoricalAttribute, NumericAttribute, TabularSchema, load_tabular_schema
@@ -60,11 +66,20 @@ def read_schema(path: Path) -> TabularSchema:
     return schema
 
 
-def read_tabular_records(reading: TableReading, schema: TabularSchema) -> TabularRecords:
+def read_tabular_records(reading: TableReading, schema: TabularSchema, cap: int | None = None,
+                         rng: np.random.Generator | None = None) -> TabularRecords:
     """Read, recode and encode; ``InputError`` for an unknown or missing column, an empty table, a
-    value outside its public domain, text in a numeric column or a missing value."""
+    value outside its public domain, text in a numeric column or a missing value. With ``cap`` (and
+    ``rng``), a file of more rows is read as its keyed sample of ``cap`` rows
+    (:func:`pipelines.platform.input.sampled_records_table`): the driver never holds the file; a
+    bad value in the sample is still named by its row in the file."""
     name = str(reading.path)
-    frame = read_records_table(reading, schema.names)
+    rows = None
+    if cap is None:
+        frame = read_records_table(reading, schema.names)
+    else:
+        assert rng is not None
+        frame, rows = sampled_records_table(reading, schema.names, cap, rng)
     if reading.format == "csv" and reading.header and header_names(frame.columns, schema.names) is None:
         raise InputError(name, f"{NO_HEADER_HINT}; set input.header: false for a file without one")
     if len(frame) == 0:
@@ -74,7 +89,8 @@ def read_tabular_records(reading: TableReading, schema: TabularSchema) -> Tabula
     except ColumnMismatch as error:
         raise InputError(name, str(error)) from None
     except DomainViolation as error:
-        raise InputError(name, domain_reason(error.message), row=error.row + 1, column=error.column) from None
+        row = error.row if rows is None else int(rows[error.row])
+        raise InputError(name, domain_reason(error.message), row=row + 1, column=error.column) from None
     return TabularRecords(typed_frame(frame, schema), encoded)
 
 

@@ -25,6 +25,8 @@ from transforms.tabular.evaluation import (
 
 THREE_WAY_SUBSETS = 200
 DISTANCE_SAMPLE = 5000
+PURPOSE_HOLDOUT_SAMPLE = "tabular-evaluation-holdout"
+"""The keyed stream of the held-out file's sample when it has more than ``sample_records`` rows."""
 
 
 def _sample(codes: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -45,7 +47,10 @@ def evaluation_report(
     evaluation = config.evaluation
     assert evaluation.holdout is not None
     sizes = domain_sizes(schema)
-    holdout = read_tabular_records(evaluation.holdout, schema)
+    # The held-out file is read on the driver: at most ``sample_records`` of its rows, a keyed
+    # sample of a larger file (issue 15's documented cap on driver-side samples).
+    holdout = read_tabular_records(evaluation.holdout, schema, evaluation.sample_records,
+                                   keyed_generator(secret, release_id, PURPOSE_HOLDOUT_SAMPLE, 0))
     holdout_codes = holdout.encoded.codes
     released_codes = encode_records(released, schema).codes
     rng = keyed_generator(secret, release_id, "tabular-evaluation", 0)

@@ -131,8 +131,8 @@ class TabularEvaluation(StrictModel):
     positive_above: float | None = Field(None, description="numeric target: positive when above this")
     sample_records: int = Field(
         100_000, ge=1, le=MAX_EVALUATION_SAMPLE,
-        description="the most input records the evaluation reads on the driver (a keyed sample beyond it); "
-        "at most 10^7",
+        description="the most input records and the most held-out records the evaluation reads on the driver "
+        "(a keyed sample beyond it); at most 10^7",
     )
 
     @model_validator(mode="after")

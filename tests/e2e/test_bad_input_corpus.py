@@ -555,6 +555,11 @@ LDP_CASES = [
          says=("secrets", "at most 4096 cells")),
     Case("max iterations absurd", "ldp", ldp(estimator={"method": "gibu", "max_iterations": 10**12}),
          says=("estimator.max_iterations",)),
+    Case("max vector cells absurd", "ldp", ldp(estimator={"method": "gibu", "max_vector_cells": 1 << 40}),
+         says=("estimator.max_vector_cells",)),
+    Case("rappor bit vectors above the driver's cap", "ldp",
+         ldp(bits("0100", "0010", "0001"), RAPPOR, estimator={"method": "gibu", "max_vector_cells": 11}),
+         says=("3 of 4 bits (12 cells)", "max_vector_cells", "rap_m"), raw=("0100", "0010")),
 ]
 
 

@@ -259,6 +259,31 @@ def test_cli_simulate_run_show_export_on_csv_reports(tmp_path: Path, capsys: pyt
     assert exported["probability"].sum() == pytest.approx(1.0) and (exported["probability"] >= 0).all()
 
 
+def test_gibu_on_rappor_above_the_driver_cap_is_refused_before_the_bit_vectors_are_collected(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 15: GIBU on RAPPOR holds the distinct bit vectors on the driver, at most min(reports,
+    mechanisms · 2^k) of them; above ``estimator.max_vector_cells`` that bound times k is refused
+    with one line naming rap_m (exit 2), and nothing is published; at the bound the release runs.
+    6,000 reports of 30 bits: the bound is 180,000 cells (the simulated vectors are all distinct,
+    so a check on the distinct count would refuse too — the test pins the bound, checked first)."""
+    cells = 6000 * LINE_SIZE
+    config_path = ldp_config(tmp_path, RAPPOR, estimator={"method": "gibu", "max_vector_cells": cells - 1})
+    assert main(["simulate-ldp", str(config_path)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(config_path), "--release-id", "capped-1"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "6,000 of 30 bits (180,000 cells)" in lines[0] and "rap_m" in lines[0] and "max_vector_cells" in lines[0]
+    assert main(["show", "capped-1", "--lake", str(tmp_path / "lake")]) != 0
+    document = yaml.safe_load(config_path.read_text())
+    document["estimator"]["max_vector_cells"] = cells
+    config_path.write_text(yaml.safe_dump(document))
+    assert main(["run", str(config_path), "--release-id", "capped-2"]) == 0
+    capsys.readouterr()
+    assert main(["show", "capped-2", "--lake", str(tmp_path / "lake"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["estimator"] == "gibu"
+
+
 GOWALLA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "gowalla_sf" / "checkins_sf_grid.csv"
 
 

@@ -6,7 +6,7 @@ owner's choice) as hive-partitioned Parquet (``batch=NNNN/part-00000.parquet``),
 CSV (2,000 records), the feature spec and a config whose lake is a test lake with a budget; then it
 trains the encoder and the filters into the lake (``train-encoder``, ``train-filters``: a release
 with ``filters: {artifact: latest}`` reads no training record) with the evaluation off (the
-evaluation still reads the records on the driver). Data go under a temporary folder.
+evaluation's bounded sample is not what this measures). Data go under a temporary folder.
 
 ``python -m tests.scale.filter_scale CONFIG ENGINE [--traced]`` runs one release in this process and
 prints one JSON line: wall seconds, input rows and, with ``--traced``, the peak of Python's traced

@@ -158,3 +158,29 @@ def test_the_models_list_names_the_training_inputs_fingerprint(tmp_path: Path,
     config.write_text(yaml.safe_dump(settings))
     stored = train_encoder(load_config(config))
     assert set(stored["data_fingerprint"]) >= {"features_sha256", "input_sha256"}
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_without_a_fingerprint_no_training_file_is_hashed(tmp_path: Path, folder: bool,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release that trains its filters keeps no training fingerprint (``fingerprint=False``): the
+    driver then reads only the sample's files, never hashes the whole training input; the records
+    are those of the fingerprinted read."""
+    frame = people(300, seed=5)
+    path = tmp_path / "training.parquet"
+    frame.to_parquet(path, index=False)
+    if folder:
+        split_into_folder(frame, tmp_path / "folder", "parquet")
+        path = tmp_path / "folder"
+    settings = FilterTrainingInput.model_validate({"path": str(path), "max_records": 100})
+    expected, prints = read({"path": str(path), "max_records": 100})
+    assert prints
+
+    def hashed(*_: object) -> None:
+        raise AssertionError("a training file was hashed")
+
+    monkeypatch.setattr(training_input, "file_fingerprint", hashed)
+    monkeypatch.setattr(training_input, "fingerprint_fragments", hashed)
+    found, none = training_input.read_training_input(settings, SPEC, LABELS, np.random.default_rng(7), fingerprint=False)
+    assert none == {}
+    np.testing.assert_array_equal(found.features, expected.features)

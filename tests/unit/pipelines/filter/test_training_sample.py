@@ -28,7 +28,7 @@ def test_a_large_file_gives_the_keyed_sample_of_its_rows(tmp_path: Path, file_fo
     frame.to_csv(path, index=False) if file_format == "csv" else frame.to_parquet(path, index=False)
     whole = read_records(FilterTableReading(path=path, format=file_format), SPEC, LABELS)
     original = platform_input.table_chunks
-    monkeypatch.setattr("pipelines.filter.input.table_chunks", lambda reading, names: original(reading, names, 64))
+    monkeypatch.setattr(platform_input, "table_chunks", lambda reading, names: original(reading, names, 64))
     reading = FilterTableReading(path=path, format=file_format, max_records=120)
     sample = read_training_records(reading, SPEC, LABELS, np.random.default_rng(7))
     chosen = np.sort(np.random.default_rng(7).choice(500, size=120, replace=False))

@@ -202,3 +202,28 @@ def test_a_csv_without_a_header_row_is_refused_without_showing_its_first_row(tmp
                        hides=("41", "Private", ">50K"))
     records = read_tabular_records(TableReading(path=path, header=False), SCHEMA)
     assert records.frame["age"].tolist() == [41, 42]
+
+
+def test_a_capped_read_holds_the_keyed_sample_and_names_a_bad_value_by_its_row_in_the_file(tmp_path: Path) -> None:
+    """Issue 15's cap on driver-side samples (the evaluation's held-out file): a file of more than
+    ``cap`` rows is read in chunks as the sample of ``cap`` rows the generator draws, in file
+    order; a bad value in it is named by its row in the file, not its place in the sample. Rows 40
+    onwards hold an age outside the bounds, so the error names the first sampled row ≥ 40 —
+    a mutant that names the sample's own position names a smaller row."""
+    path = tmp_path / "rows.csv"
+    ages = np.where(np.arange(100) < 39, np.arange(100) % 90, 150)
+    pd.DataFrame({"age": ages, "work": "?", "score": 0.5, "income": ">50K"}).to_csv(path, index=False)
+    good = tmp_path / "good.csv"
+    pd.DataFrame({"age": np.arange(100) % 90, "work": "?", "score": 0.5, "income": ">50K"}).to_csv(good, index=False)
+
+    sample = read_tabular_records(TableReading(path=good), SCHEMA, 30, np.random.default_rng(7))
+    chosen = np.sort(np.random.default_rng(7).choice(100, size=30, replace=False))
+    assert sample.frame["age"].tolist() == (chosen % 90).tolist()
+    assert len(read_tabular_records(TableReading(path=good), SCHEMA, 100, np.random.default_rng(7)).frame) == 100
+
+    chosen = np.sort(np.random.default_rng(3).choice(100, size=60, replace=False))
+    first_bad = int(chosen[chosen >= 39][0]) + 1
+    assert first_bad != int(np.flatnonzero(chosen >= 39)[0]) + 1
+    with pytest.raises(InputError) as caught:
+        read_tabular_records(TableReading(path=path), SCHEMA, 60, np.random.default_rng(3))
+    assert_input_error(caught.value, path, "value is outside the bounds", row=first_bad, column="age", hides=("150",))

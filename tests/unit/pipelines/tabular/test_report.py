@@ -153,3 +153,26 @@ def test_the_sampled_three_way_marginals_depend_on_the_secret_only(tmp_path: Pat
     synthetic = encode_records(released, schema).codes
     every = [tvd(real, synthetic, subset) for subset in itertools.combinations(range(12), 3)]
     assert min(every) <= first["marginal_tvd"]["3-way"] <= max(every)
+
+
+def test_a_holdout_larger_than_sample_records_is_read_as_its_keyed_sample(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: the held-out file is read on the driver, at most ``evaluation.sample_records`` of
+    its rows — a larger file as a keyed sample, read in chunks (the whole-file reader is never
+    called); the same secret and release give the same sample, another release another."""
+    import pipelines.tabular.input as tabular_input
+
+    holdout, released, training, seeds = records(400, 11), records(25, 2), records(40, 3), records(20, 4)
+    encoded = encode_records(seeds, SCHEMA).codes
+    settings = config(tmp_path, holdout, sample_records=50)
+
+    def whole_file(*_: object) -> None:
+        raise AssertionError("the held-out file was read whole")
+
+    monkeypatch.setattr(tabular_input, "read_records_table", whole_file)
+    first = evaluation_report(settings, SCHEMA, released, training, encoded, SECRET, "r-1")
+    again = evaluation_report(settings, SCHEMA, released, training, encoded, SECRET, "r-1")
+    other = evaluation_report(settings, SCHEMA, released, training, encoded, SECRET, "r-2")
+    assert first["holdout_records"] == 50
+    assert json.dumps(first, sort_keys=True) == json.dumps(again, sort_keys=True)
+    assert json.dumps(first, sort_keys=True) != json.dumps(other, sort_keys=True)
