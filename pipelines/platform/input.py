@@ -293,7 +293,9 @@ def table_chunks(reading: TableReading, names: Sequence[str], rows: int = 1 << 1
         if reading.format == "parquet":
             with pq.ParquetFile(reading.path) as parquet:
                 for batch in parquet.iter_batches(batch_size=rows):
-                    yield pa.Table.from_batches([batch]).to_pandas()
+                    chunk = pa.Table.from_batches([batch]).to_pandas()
+                    chunk.columns = [str(column).strip() for column in chunk.columns]  # as read_table names them
+                    yield chunk
             return
         if reading.path.stat().st_size == 0:
             raise InputError(name, "empty file: no header and no rows")

@@ -102,7 +102,7 @@ class EstimatorSettings(StrictModel):
     )
     max_iterations: int = Field(10_000, ge=1, le=1_000_000, description="IBU_M/GIBU: cap on EM steps; at most 10^6")
     max_vector_cells: int = Field(
-        1 << 24, ge=1, le=1 << 31,
+        1 << 23, ge=1, le=1 << 31,
         description="GIBU on RAPPOR reports: the most distinct bit vectors times their bits the driver may hold "
         "(bounded by min(reports, mechanisms * 2^k) * k before they are collected; beyond it the release is "
         "refused: use rap_m); at most 2^31",
