@@ -9,7 +9,7 @@ stream ``filter-training-records``: ``rng.choice(n, max_records)`` over the reco
 that trains its filters; they never go to the engine.
 
 * A single local file is read as it always was (``input.read_training_records``: whole when it has
-  at most ``max_records`` rows, else in chunks twice, counted then sampled), so a config that names
+  at most ``max_records`` rows, else counted — Parquet by its footer — then sampled in chunks), so a config that names
   a file gives the same records, the same encoder and the same filters as before; its data
   fingerprint stays the file's SHA-256 (``file_sha256``).
 * Any other input is listed (``sources.list_fragments``: metadata) and read fragment by fragment

@@ -313,6 +313,18 @@ def table_chunks(reading: TableReading, names: Sequence[str], rows: int = 1 << 1
         raise csv_problem(reading.path, error, header=reading.header) from None
 
 
+def table_rows(reading: TableReading, names: Sequence[str]) -> int:
+    """The rows :func:`table_chunks` yields: a Parquet file's from its footer (no row read), a
+    CSV's counted chunk by chunk. Errors as there."""
+    if reading.format == "parquet" and reading.path.is_file():
+        try:
+            with pq.ParquetFile(reading.path) as parquet:
+                return int(parquet.metadata.num_rows)
+        except (ValueError, OSError, pa.ArrowException) as error:
+            raise parquet_problem(reading.path, error) from None
+    return sum(len(chunk) for chunk in table_chunks(reading, names))
+
+
 def apply_recode(frame: pd.DataFrame, reading: TableReading) -> pd.DataFrame:
     for column, mapping in reading.recode.items():
         if column not in frame.columns:
@@ -330,11 +342,11 @@ def read_records_table(reading: TableReading, names: Sequence[str]) -> pd.DataFr
 def sampled_records_table(reading: TableReading, names: Sequence[str], cap: int,
                           rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray | None]:
     """:func:`read_records_table` of a file the driver reads, with at most ``cap`` rows held: a file
-    of no more rows is read whole (``None`` for its rows); a larger one is read in chunks twice —
-    counted, then the keyed sample of ``cap`` rows (``rng``, kept in file order) — so the driver
+    of no more rows is read whole (``None`` for its rows); a larger one is counted (a Parquet file by
+    its footer, a CSV in chunks), then read in chunks keeping the keyed sample of ``cap`` rows (``rng``, kept in file order) — so the driver
     holds a chunk and the sample, never the file. Returns the frame and, for a sample, the 0-based
     file rows of its rows (so that a bad value is still named by its row in the file)."""
-    count = sum(len(chunk) for chunk in table_chunks(reading, names))
+    count = table_rows(reading, names)
     if count <= cap:
         return read_records_table(reading, names), None
     chosen = np.sort(rng.choice(count, size=cap, replace=False)).astype(np.int64)
