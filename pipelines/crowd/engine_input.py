@@ -15,7 +15,8 @@ Two passes, each a ``map_fragments`` job:
    an object id that reads as an integer is hashed by its integer value, any other by its text, so
    an object lands in one bucket whichever way a fragment typed it) and its distinct source ids to
    a second file (:func:`fragment_sources` reads them back for the driver's distinct sources);
-   fingerprints its file (keyed). It returns a few rows, collected: metrics (each problem's count
+   fingerprints its file (keyed) and sketches its canonical claims (``platform/row_prints.py``:
+   the keyed hashes of ``(object, source, value)`` of its good rows). It returns a few rows, collected: metrics (each problem's count
    with its first ``ROW_ID``), the kinds of its ids and its fingerprint. Consecutive fragments
    share a task on engines whose tasks pay a start (:func:`fragments_per_task`).
 2. :func:`stage_object_bucket`, one task per run of buckets: those buckets of every fragment's file, the ids
@@ -79,6 +80,7 @@ from pipelines.platform.fragment_tasks import (
 )
 from pipelines.platform.release_shards import write_outcome
 from pipelines.platform.repeated_keys import bucket_ids
+from pipelines.platform.row_prints import RowSketch
 from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.crowd.tables import (
     claims_schema,
@@ -89,7 +91,7 @@ from schemas.crowd.tables import (
 )
 from schemas.tables import ROW_NUMBER
 
-METRIC, FINGERPRINT, STAGED, REASON, SAMPLE, EVALUATION = 1, 2, 5, 6, 7, 8
+METRIC, FINGERPRINT, STAGED, REASON, SAMPLE, EVALUATION, ROW_SKETCH = 1, 2, 5, 6, 7, 8, 9
 """What a summary row is (its ``entry``)."""
 
 ROWS = 0
@@ -144,6 +146,9 @@ class ClaimsReading:
     buckets: int
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
+    row_key: bytes | None = None
+    """The lake's row-print key (``ReleaseContext.row_key``; 32 bytes, key material): each
+    fragment's sketch of its canonical claims ``(object, source, value)``; ``None``: none."""
 
     def file_for(self, ordinal: int) -> Where:
         return self.folder / f"claims-{ordinal:07d}.arrow"
@@ -259,11 +264,14 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
             rows.append({"entry": METRIC, "code": codes[0] if kind == INTEGER else codes[1], "count": 1})
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "count": 0,
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
+    kept = np.flatnonzero(good)
+    object_ids, source_ids = objects[kept], sources[kept]
+    if side.row_key is not None:
+        sketch = RowSketch.of_columns([object_ids, source_ids, values[kept]], side.row_key)
+        rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "count": sketch.rows, "fingerprint": sketch.to_text()})
     # every row has a ROW_ID (NO_ROW where none): a null column would reach the driver's frame as
     # floats, which round ROW_IDs of fragments past 2^13
     summary = pa.Table.from_pylist([{ROW_ID: NO_ROW, **row} for row in rows], schema=crowd_input_summary_schema())
-    kept = np.flatnonzero(good)
-    object_ids, source_ids = objects[kept], sources[kept]
     claims = pa.table({
         "object_id": _id_array(object_ids, object_kind),
         "source_id": _id_array(source_ids, source_kind),

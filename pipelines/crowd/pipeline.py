@@ -73,6 +73,7 @@ from pipelines.crowd.engine_input import (
     PROBLEMS,
     REASON,
     RELEASABLE_OBJECTS,
+    ROW_SKETCH,
     ROWS,
     SAMPLE,
     SAMPLE_OBJECTS,
@@ -380,7 +381,8 @@ def _claims_fingerprint(input_print: str, settings: CrowdInput, key: bytes | Non
 
 def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: Engine,
                           fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
-                          check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedClaims:
+                          check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
+                          row_key: bytes | None = None) -> CheckedClaims:
     """Read, check, canonicalize and stage the claims on the engine (``pipelines/crowd/engine_input.py``):
     pass 1 per fragment, the input gate on its metrics, the distinct sources, pass 2 per object
     bucket, then the checks on whole objects. Raises the one-line error of the first failing row.
@@ -388,7 +390,9 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     Pass 1 fingerprints each fragment where it reads it, under ``fragment_key`` (the lake's key as
     ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
     ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets those
-    digests before the input gate; the input's fingerprint is them keyed by ``fingerprint_key``."""
+    digests, and each fragment's sketch of its canonical claims under ``row_key``
+    (``platform/row_prints.py``), before the input gate; the input's fingerprint is the digests
+    keyed by ``fingerprint_key``."""
     settings, fragments, name = config.input, prepared.fragments, prepared.name
     columns = settings.columns
     reading = ClaimsReading(
@@ -396,14 +400,17 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         folder=prepared.staging / "input" / "claim-buckets",
         buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
         fingerprint_key=fragment_key or fingerprint_key,
+        row_key=row_key,
     )
-    # a few rows per fragment, collected: its fingerprint and its metrics
+    # a few rows per fragment, collected: its fingerprint, its row sketch and its metrics
     entries = engine.collect(engine.map_fragments(
         fragments, read_claims_fragment, crowd_input_summary_schema(), reading,
         fragments_per_task=fragments_per_task(len(fragments), engine.parallelism, engine.tasks_in_driver)))
     prints = entries[entries["entry"] == FINGERPRINT]
     if check_prints is not None:
-        check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)))
+        sketches = entries[entries["entry"] == ROW_SKETCH]["fingerprint"].tolist()
+        check_prints(list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True)),
+                     sketches)
     metric_rows = entries[entries["entry"] == METRIC]
     by_code = {int(code): int(count) for code, count in metric_rows.groupby("code")["count"].sum().items()}
     metrics = {METRIC_NAMES[code]: by_code.get(code, 0) for code in (ROWS, *PROBLEMS)}
@@ -678,8 +685,9 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         fragment_key = context.fragment_key()
         checked = read_claims_on_engine(
             config, prepared, engine, input_fingerprint_key(context.lake), fragment_key,
-            lambda prints: context.check_input_fingerprints(
-                engine, prepared.fragments, prints if fragment_key is not None else None))
+            lambda prints, sketches: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
+            context.row_key())
     object_type = checked.input_schema.field("object_id").type
     evaluated = _truth_columns(config) is not None
     staged = stage_claims(context, checked, engine)
@@ -798,7 +806,6 @@ KIND = ReleaseKind(
     run_on_engine=run_on_engine,
     summary=summary_line,
     show_keys=("objects_released", "objects_suppressed"),
-    checks_input_fingerprints=True,
 )
 
 

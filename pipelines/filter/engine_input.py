@@ -34,6 +34,7 @@ from pipelines.filter.input import label_codes
 from pipelines.platform.errors import InputError
 from pipelines.platform.fragment_tasks import NumberedFile
 from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names
+from pipelines.platform.row_prints import RowSketch
 from pipelines.platform.sources import (
     ROW_ID,
     Fragment,
@@ -48,7 +49,7 @@ from schemas.filter.features import FeatureSpec
 from transforms.core.domain_violation import DomainViolation
 from transforms.filter.features import encode_features
 
-COUNTS, PROBLEM, FINGERPRINT = 1, 2, 3
+COUNTS, PROBLEM, FINGERPRINT, ROW_SKETCH = 1, 2, 3, 4
 SUMMARY_SCHEMA = pa.schema([
     pa.field("entry", pa.int32(), nullable=False),
     pa.field("ordinal", pa.int64(), nullable=False),
@@ -77,6 +78,10 @@ class FilterReading:
     staging: Where
     files_per_fragment: int
     fingerprint_key: bytes | None = None
+    row_key: bytes | None = None
+    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
+    records (the features, the labels' columns and the choice column as read, by name;
+    ``platform/row_prints.py``); ``None``: none."""
 
 
 def staged_files(folder: Where, ordinal: int, count: int) -> list[Where]:
@@ -117,6 +122,10 @@ def read_filter_fragment(fragment: Fragment, side: FilterReading) -> pa.Table:
                 shown = header_names(frame.columns, needed if csv_header else list(frame.columns))
                 raise InputError(fragment.name, f"no column {column!r} "
                                  f"({'columns: ' + shown if shown is not None else NO_HEADER_HINT})")
+        if side.row_key is not None:
+            sketch = RowSketch.of_columns([frame[column] for column in sorted(set(needed))], side.row_key)
+            rows.append({"entry": ROW_SKETCH, "ordinal": fragment.ordinal, "rows": sketch.rows,
+                         "text": sketch.to_text()})
         try:
             encoded = encode_features(frame, side.spec)
             codes = {label: label_codes(frame[definition.column], definition, definition.column)
@@ -158,7 +167,7 @@ def problem_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
 
 
 def count_rows(frame: pd.DataFrame, side: Any) -> pd.DataFrame:
-    chosen = frame[frame["entry"].isin((COUNTS, FINGERPRINT, PROBLEM))]
+    chosen = frame[frame["entry"].isin((COUNTS, FINGERPRINT, PROBLEM, ROW_SKETCH))]
     return chosen[["entry", "ordinal", "rows", "text"]].reset_index(drop=True)
 
 

@@ -53,6 +53,7 @@ from pipelines.filter.engine_input import (
     OUTPUT_METRICS_SCHEMA,
     PRIVATIZED_FILES_SCHEMA,
     PROBLEM,
+    ROW_SKETCH,
     SUMMARY_SCHEMA,
     FilterOutputCheck,
     FilterReading,
@@ -616,7 +617,8 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
     a bad value is one line at the first fragment's first bad value, as a read of that file names it.
     The fragments are fingerprinted where they are read, under the lake's key
     (``context.fragment_key()``), and the policy checks those digests
-    (``context.check_input_fingerprints``) before the input gate."""
+    (``context.check_input_fingerprints``), with each fragment's sketch of its canonical records
+    (under ``context.row_key()``), before the input gate."""
     config = context.config
     settings = config.input
     fragments = prepared.fragments
@@ -628,14 +630,16 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
         spec, TextReading.of(settings.header, names, settings.recode), tuple(_training_labels(config).items()),
         settings.choice_column, tuple(config.choice_names), config.default_choice, config.fallback_choice,
         tuple((choice.private, choice.utility) for choice in config.choices), prepared.staging_folder,
-        per_fragment, fragment_key or key,
+        per_fragment, fragment_key or key, context.row_key(),
     )
     summary = engine.persist(engine.map_fragments(fragments, read_filter_fragment, SUMMARY_SCHEMA, side))
     try:
         listed = engine.collect(engine.map_batches(summary, count_rows, COUNT_ROWS_SCHEMA))
         prints = listed[listed["entry"] == FINGERPRINT]
         fragment_prints = list(zip(prints["ordinal"].astype(int).tolist(), prints["text"].tolist(), strict=True))
-        context.check_input_fingerprints(engine, fragments, fragment_prints if fragment_key is not None else None)
+        sketches = listed[listed["entry"] == ROW_SKETCH]["text"].tolist()
+        context.check_input_fingerprints(engine, fragments, fragment_prints if fragment_key is not None else None,
+                                         sketches)
         counted = listed[listed["entry"] == COUNTS].sort_values("ordinal")
         rows_of = dict(zip(counted["ordinal"].astype(int), counted["rows"].astype(int), strict=True))
         total = sum(rows_of.values())
@@ -899,7 +903,6 @@ KIND = ReleaseKind(
     run_on_engine=run_on_engine,
     summary=summary_line,
     show_keys=("model_artifact_id",),
-    checks_input_fingerprints=True,
 )
 
 

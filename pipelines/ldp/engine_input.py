@@ -15,6 +15,8 @@ data file of an Iceberg scan; ``pipelines/platform/sources.py``) it
   (``pipelines/ldp/blocks.py``: users per (mechanism, report), or RAPPOR bit sums, or users per
   bit vector);
 * writes its user ids, bucketed, for the duplicate check (``pipelines/platform/repeated_keys.py``);
+* sketches its canonical reports (``platform/row_prints.py``: keyed hashes of user, mechanism and
+  report as read);
 * fingerprints its file (``sources.fragment_fingerprint``, keyed: an HMAC under a key derived from
   the lake's fingerprint key, so the operator record that keeps it cannot be used to test guesses
   of the input).
@@ -54,10 +56,11 @@ from pipelines.platform.fragment_tasks import (
     read_mapped_columns,
 )
 from pipelines.platform.repeated_keys import KeyBuckets, canonical_keys, write_key_buckets
+from pipelines.platform.row_prints import RowSketch
 from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.ldp.tables import LDP_MECHANISM_CODE, ldp_input_summary_schema
 
-COUNT, METRIC, FINGERPRINT = 0, 1, 2
+COUNT, METRIC, FINGERPRINT, ROW_SKETCH = 0, 1, 2, 3
 """What a summary row is (its ``entry``)."""
 
 ROWS = 0
@@ -110,6 +113,9 @@ class ReportReading:
     keys: KeyBuckets
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
+    row_key: bytes | None = None
+    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
+    reports ``(user, mechanism, report)`` (``platform/row_prints.py``); ``None``: none."""
 
     @property
     def bit_vectors(self) -> bool:
@@ -211,6 +217,10 @@ def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
     write_key_buckets(keys, row_ids[present], side.keys, fragment.ordinal)
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "users": 0,
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
+    if side.row_key is not None and len(row_ids):
+        sketch = RowSketch.of_columns([users, mechanisms, reports], side.row_key)
+        rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "users": sketch.rows,
+                     "fingerprint": sketch.to_text()})
     schema = ldp_input_summary_schema(side.counting == "bit_vectors")
     summary = pa.Table.from_pylist(rows, schema=schema)
     if not good.any():

@@ -48,6 +48,7 @@ from pipelines.ldp.engine_input import (
     OUTSIDE_ALPHABET,
     PROBLEMS,
     REPEATED_USER,
+    ROW_SKETCH,
     ROWS,
     TEXT_USER_IDS,
     ReportReading,
@@ -65,6 +66,7 @@ from pipelines.ldp.input import (
 from pipelines.ldp.report_page import truth_summary
 from pipelines.ldp.validation import validate_ldp_metrics, validate_ldp_output
 from pipelines.platform.errors import ConfigError, InputError, PrivlakeError
+from pipelines.platform.fragment_tasks import ROW_SKETCHES_SCHEMA, row_sketch_entries
 from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
@@ -172,8 +174,9 @@ def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedRepo
         fragment_key = context.fragment_key()
         checked = read_reports_on_engine(
             context.config, plan.catalog, prepared, engine, context.staging / "input" / "user-keys",
-            input_fingerprint_key(context.lake), fragment_key, lambda prints: context.check_input_fingerprints(
-                engine, prepared.fragments, prints if fragment_key is not None else None))
+            input_fingerprint_key(context.lake), fragment_key, lambda prints, sketches: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
+            context.row_key())
     with context.timer.stage("estimate"):
         estimate, users = _estimate(context.config, plan.catalog, checked.counts)
     return _publish(context, plan.catalog, checked, estimate, users, engine.name)
@@ -197,14 +200,15 @@ def _counting(catalog: MechanismCatalog, method: str) -> str:
 
 def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepared: PreparedReports, engine: Engine,
                            keys_folder: Any, fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
-                           check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedReports:
+                           check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
+                           row_key: bytes | None = None) -> CheckedReports:
     """Read, check, canonicalize and count the reports on the engine (``pipelines/ldp/engine_input.py``);
     then the duplicate check (``pipelines/platform/repeated_keys.py``) and the input gate on the
     metrics. Raises the one-line error of the first failing row. ``fingerprint_key`` (32 bytes)
     keys the input's fingerprint (an unkeyed SHA-256 without it). The fragments are fingerprinted
     where they are read under ``fragment_key`` (the lake's key, ``ReleaseContext.fragment_key``;
-    ``fingerprint_key`` when there is none) and ``check_prints`` (the policy's check) gets them
-    before the input gate."""
+    ``fingerprint_key`` when there is none) and ``check_prints`` (the policy's check) gets them,
+    with each fragment's sketch of its canonical reports under ``row_key``, before the input gate."""
     settings = config.input
     fragments = prepared.fragments
     columns = settings.columns
@@ -214,7 +218,7 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         user_column=columns.user_id, mechanism_column=columns.mechanism, report_column=columns.report,
         mechanism_names=catalog.names, output_sizes=tuple(int(size) for size in catalog.output_sizes),
         counting=counting, bits=catalog.input_size, output_stride=int(catalog.output_sizes.max()), keys=buckets,
-        fingerprint_key=fragment_key or fingerprint_key,
+        fingerprint_key=fragment_key or fingerprint_key, row_key=row_key,
     )
     text_keys = counting == "bit_vectors"
     summary = engine.persist(engine.map_fragments(fragments, read_report_fragment, ldp_input_summary_schema(text_keys), side))
@@ -222,7 +226,9 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         prints = engine.collect(engine.map_batches(summary, fingerprint_entries, LDP_FINGERPRINTS_SCHEMA))
         fragment_prints = list(zip(prints["code"].astype(int).tolist(), prints["fingerprint"].tolist(), strict=True))
         if check_prints is not None:
-            check_prints(fragment_prints)
+            sketches = engine.collect(engine.map_batches(summary, row_sketch_entries, ROW_SKETCHES_SCHEMA,
+                                                         side=(ROW_SKETCH, "fingerprint")))
+            check_prints(fragment_prints, sketches["sketch"].tolist())
         metric_sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, LDP_METRICS_SCHEMA), "code", ["users"])
         by_code = dict(zip(metric_sums["code"].astype(int), metric_sums["users"].astype(int), strict=True))
         first_problem = engine.first_row(summary, ROW_ID)
@@ -513,7 +519,6 @@ KIND = ReleaseKind(
     summary=summary_line,
     show_keys=("estimator", "n", "iterations", "converged"),
     draws_randomness=False,
-    checks_input_fingerprints=True,
 )
 
 

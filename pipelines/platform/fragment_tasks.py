@@ -11,8 +11,9 @@ tasks return.
   first row (its index and ``ROW_ID``) and its count, in code order — the summary's metric rows,
   from which the driver finds the input's first bad row with ``first_row``.
 * A summary is a table whose ``entry`` column says what a row is: :func:`entry_rows` builds many
-  rows of one entry (the other columns null), :func:`code_counts` and :func:`fingerprints` select
-  the metric and fingerprint rows for the driver's reductions.
+  rows of one entry (the other columns null), :func:`code_counts`, :func:`fingerprints` and
+  :func:`row_sketch_entries` select the metric, fingerprint and row-sketch rows for the driver's
+  reductions.
 * :class:`NumberedFile`: a task over one numbered file (a staged or released file).
 
 It imports no engine and no kind.
@@ -101,6 +102,18 @@ def code_counts(frame: pd.DataFrame, entries: int | Collection[int], count: str 
     """The summary rows of ``entries`` as ``code`` and ``count`` (int64: to sum by code)."""
     chosen = frame[frame["entry"].isin(entries if isinstance(entries, Collection) else (entries,))]
     return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), count: chosen[count].to_numpy(np.int64)})
+
+
+ROW_SKETCHES_SCHEMA = pa.schema([pa.field("code", pa.int64(), nullable=False), pa.field("sketch", pa.string())])
+"""The fragments' row sketches (``row_prints.RowSketch.to_text``) picked out of a summary."""
+
+
+def row_sketch_entries(frame: pd.DataFrame, side: tuple[int, str]) -> pd.DataFrame:
+    """The summary rows of entry ``side[0]`` (the fragments' row sketches) as ``code`` and
+    ``sketch`` (the text in column ``side[1]``): a batch function, for a summary kept on the engine."""
+    entry, column = side
+    chosen = frame[frame["entry"] == entry]
+    return pd.DataFrame({"code": chosen["code"].to_numpy(np.int64), "sketch": chosen[column].to_numpy()})
 
 
 def fingerprints(frame: pd.DataFrame, entry: int) -> pd.DataFrame:

@@ -5,24 +5,42 @@
   bound (``unit: release``, the default) or, only when an operator says so, the per-record figure
   of plausible deniability (``unit: record``). A release of a dataset without a budget is refused.
 * **Where a dataset lives**: each dataset is bound to the locations of its inputs (the file or
-  folder a config reads; given with the budget or registered on first use). A config that reads a
-  location bound to another dataset — or a file whose keyed fingerprint another dataset already
-  used — is refused: renaming ``dataset`` must not buy a fresh budget.
-* **Keyed input fingerprints**: HMAC-SHA256 of each input file under a per-lake key kept *outside*
-  the lake (a key file or an environment variable the lake names), so someone who can read the lake
-  cannot test guesses of the input against them. They live in an operator-only table. A release
-  does not hash its input on the driver: the executors that read the input compute these digests
-  as they read each file (:meth:`LakePolicy.executor_key` is the lake's key in the form the
-  engines keep out of pickled side values; ``pipelines/platform/input_prints.py``), and
-  :meth:`LakePolicy.check_fingerprints` compares and records them. :meth:`LakePolicy.fingerprints`
-  is the driver-side reference they equal (the values lakes have always recorded).
+  folder a config reads; given with the budget or registered by its first release). A config that
+  reads a location bound to another dataset is refused: renaming ``dataset`` must not buy a fresh
+  budget.
+* **What a dataset's inputs hold** (issue 32): a copy of an input elsewhere — shuffled, with
+  columns added or reordered, split into other files, written as Parquet or as an Iceberg table —
+  must not either. Every release records a bottom-k sketch of the keyed hashes of the canonical
+  rows it read (``pipelines/platform/row_prints.py``: computed where the fragments are read; only
+  the sketch, at most 4,096 hashes a fragment, reaches the driver), and a release whose rows
+  overlap another dataset's recorded rows by the lake's :class:`OverlapRule` (default: at least 100
+  rows or 1 % of its rows) is refused, in one line naming that dataset. The keyed HMAC-SHA256 of
+  each input file is still recorded and checked too (what lakes recorded before row prints).
+* **Nothing is bound before the reservation**: :meth:`LakePolicy.admit` only checks; a release
+  binds its location, records its sketch (checked again on top of the snapshot it appends to:
+  two concurrent releases of one input as two datasets cannot both pass) and its files' digests
+  (:meth:`LakePolicy.bind_input`) once it has checked its input *and* holds its reservation, so a
+  release refused for its budget or its input changes no policy state.
+* **Merged datasets** (``privlake budget merge DATASET --into OTHER``): an operator's statement
+  that a dataset holds another's people. Its releases are then charged to the other's budget and
+  ledger, and their inputs may overlap.
+* **Keyed fingerprints**: both the row prints and the file digests are keyed by a per-lake key
+  kept *outside* the lake (a key file or an environment variable the lake names; the row prints
+  under a key derived from it), so someone who can read the lake cannot test guesses of the input
+  against them. They live in operator-only tables. A release does not hash its input on the
+  driver: the executors that read the input compute them as they read each fragment
+  (:meth:`LakePolicy.executor_key` is the lake's key in the form the engines keep out of pickled
+  side values; ``pipelines/platform/input_prints.py``). :meth:`LakePolicy.fingerprints` is the
+  driver-side reference of the file digests.
 * **Test lakes** (``privlake init-lake LAKE --test``): the only lakes that accept releases made
   with ``PRIVLAKE_TEST_SECRET``; every output of a test lake says it is one.
 
 Tables (namespace ``privlake``, operator-only, append-only; the latest row per key wins):
-``budgets`` (dataset, ε, δ, unit), ``locations`` (dataset, location) and ``input_fingerprints``
-(dataset, release, location, fingerprint). The lake's own settings (test lake, where its key is)
-are properties of the ``privlake`` namespace. Reading policy never writes (a read-only lake works).
+``budgets`` (dataset, ε, δ, unit), ``locations`` (dataset, location), ``input_rows`` (dataset,
+release, location, rows, sketch), ``input_fingerprints`` (dataset, release, location,
+fingerprint) and ``merged_datasets`` (dataset, into). The lake's own settings (test lake, where its
+key is, the overlap rule) are properties of the ``privlake`` namespace. Reading policy never writes
+(a read-only lake works).
 """
 
 from __future__ import annotations
@@ -32,21 +50,31 @@ import hmac
 import math
 import os
 import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
 
 from pipelines.platform.errors import PrivlakeError, ReleaseRefused
 from pipelines.platform.lake import Lake
+from pipelines.platform.row_prints import Overlap, RowSketch, row_key
 
 POLICY_NAMESPACE = "privlake"
 BUDGETS_TABLE = "budgets"
 LOCATIONS_TABLE = "locations"
 FINGERPRINTS_TABLE = "input_fingerprints"
+SKETCHES_TABLE = "input_rows"
+MERGES_TABLE = "merged_datasets"
+OVERLAP_ROWS_PROPERTY = "privlake.overlap-rows"
+OVERLAP_FRACTION_PROPERTY = "privlake.overlap-fraction"
+DEFAULT_OVERLAP_ROWS = 100
+DEFAULT_OVERLAP_FRACTION = 0.01
+MAX_COMMIT_ATTEMPTS = 50
 LAKE_KIND_PROPERTY = "privlake.lake-kind"
 KEY_PROPERTY = "privlake.fingerprint-key"
 TEST_LAKE, PRODUCTION_LAKE = "test", "production"
@@ -74,6 +102,40 @@ FINGERPRINTS_SCHEMA = pa.schema([
     pa.field("fingerprint", pa.string(), nullable=False),
     pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
+SKETCHES_SCHEMA = pa.schema([
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("release_id", pa.string(), nullable=False),
+    pa.field("location", pa.string(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("sketch", pa.binary(), nullable=False),
+    pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+SKETCHES_PROPERTIES = {"commit.retry.num-retries": "0"}
+"""A blind retry would append a sketch without checking it against the one that won the race."""
+MERGES_SCHEMA = pa.schema([
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("into", pa.string(), nullable=False),
+    pa.field("merged_at", pa.timestamp("us", tz="UTC"), nullable=False),
+])
+
+
+@dataclass(frozen=True)
+class OverlapRule:
+    """When a new input's rows are another dataset's: the two share sampled rows (evidence of a
+    real overlap) and the estimated shared part is at least ``rows`` rows or ``fraction`` of the new
+    input's rows (``privlake policy set --overlap-rows R --overlap-fraction F``)."""
+
+    rows: int = DEFAULT_OVERLAP_ROWS
+    fraction: float = DEFAULT_OVERLAP_FRACTION
+
+    def check(self) -> None:
+        if self.rows < 1:
+            raise PrivlakeError(f"the overlap rule's rows must be at least 1, got {self.rows}")
+        if not (math.isfinite(self.fraction) and 0 < self.fraction <= 1):
+            raise PrivlakeError(f"the overlap rule's fraction must be in (0, 1], got {self.fraction}")
+
+    def refuses(self, overlap: Overlap) -> bool:
+        return overlap.shared > 0 and (overlap.rows >= self.rows or overlap.fraction >= self.fraction)
 
 
 @dataclass(frozen=True)
@@ -317,10 +379,8 @@ class LakePolicy:
 
     def bind(self, dataset: str, location: str) -> None:
         """Bind ``location`` to ``dataset`` unless it already is; refuse one bound elsewhere."""
+        self.check_location(dataset, location)
         owner = self.owner_of(location)
-        if owner is not None and owner != dataset:
-            raise ReleaseRefused(f"{location}: this input location belongs to dataset '{owner}', not '{dataset}'; "
-                                 "a dataset's budget cannot be renewed by renaming it")
         if owner is None or not any(_contains(place, location) for place in self.locations().get(dataset, [])):
             self._append(LOCATIONS_TABLE, LOCATIONS_SCHEMA,
                          [{"dataset": dataset, "location": location, "registered_at": datetime.now(UTC)}])
@@ -345,29 +405,47 @@ class LakePolicy:
 
     def admit(self, dataset: str, input_path: Path | str) -> BudgetPolicy:
         """Let a release of ``dataset`` read ``input_path``, or refuse (exit 4): it needs a budget,
-        and its input's location must not belong to another dataset (the location is bound to it).
-        Reads no data: the files are checked by :meth:`check_fingerprints` with the digests the
-        executors compute as they read them."""
-        budget = self.require_budget(dataset)
-        self.bind(dataset, location_of(input_path))
+        and its input's location must not belong to another dataset. Reads no data and changes
+        nothing: the location is bound, and the input's prints recorded, only once the release has
+        checked them and holds its reservation (:meth:`bind_input`)."""
+        budget = self.require_budget(self.budget_dataset(dataset))
+        self.check_location(dataset, location_of(input_path))
         return budget
 
-    def check_inputs(self, dataset: str, release_id: str, input_path: Path | str) -> None:
-        """:meth:`check_fingerprints` with the files hashed here (:meth:`fingerprints`): the driver-side
-        reference of the check a release makes with its executors' digests."""
-        self.check_fingerprints(dataset, release_id, self.fingerprints(location_of(input_path)))
+    def check_location(self, dataset: str, location: str) -> None:
+        """Refuse (exit 4) a location bound to another dataset (not one merged with ``dataset``)."""
+        owner = self.owner_of(location)
+        if owner is not None and self.budget_dataset(owner) != self.budget_dataset(dataset):
+            raise ReleaseRefused(f"{location}: this input location belongs to dataset '{owner}', not '{dataset}'; "
+                                 "a dataset's budget cannot be renewed by renaming it")
 
-    def check_fingerprints(self, dataset: str, release_id: str, prints: Iterable[tuple[str, str]]) -> None:
+    def check_inputs(self, dataset: str, release_id: str, input_path: Path | str) -> None:
+        """The driver-side reference of a release's file check: the files hashed here
+        (:meth:`fingerprints`), checked (:meth:`check_files`) and, with the location, bound."""
+        location = location_of(input_path)
+        prints = self.fingerprints(location)
+        self.check_location(dataset, location)
+        self.check_files(dataset, prints)
+        self.bind(dataset, location)
+        self.record_files(dataset, release_id, prints)
+
+    def check_files(self, dataset: str, prints: Iterable[tuple[str, str]]) -> None:
         """Refuse (exit 4) an input with a file another dataset used — ``prints`` are ``(file, keyed
         fingerprint)``, the HMAC-SHA256 of each file under the lake's key as hex (an
-        ``hmac-sha256:`` prefix is dropped) — else record them (operator-only)."""
-        prints = [(file, fingerprint.removeprefix(KEYED_PREFIX)) for file, fingerprint in prints]
+        ``hmac-sha256:`` prefix is dropped). Reads the table; writes nothing."""
+        mine = self.budget_dataset(dataset)
         used = {row["fingerprint"]: row["dataset"]
-                for row in self._read(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA).to_pylist() if row["dataset"] != dataset}
+                for row in self._read(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA).to_pylist()
+                if self.budget_dataset(row["dataset"]) != mine}
         for file, fingerprint in prints:
-            if fingerprint in used:
-                raise ReleaseRefused(f"{file}: this input is identical to one of dataset '{used[fingerprint]}'; "
+            if fingerprint.removeprefix(KEYED_PREFIX) in used:
+                raise ReleaseRefused(f"{file}: this input is identical to one of dataset "
+                                     f"'{used[fingerprint.removeprefix(KEYED_PREFIX)]}'; "
                                      "a dataset's budget cannot be renewed by copying its input")
+
+    def record_files(self, dataset: str, release_id: str, prints: Iterable[tuple[str, str]]) -> None:
+        """Record an input's file fingerprints (operator-only)."""
+        prints = [(file, fingerprint.removeprefix(KEYED_PREFIX)) for file, fingerprint in prints]
         if prints:
             now = datetime.now(UTC)
             self._append(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA, [
@@ -375,6 +453,134 @@ class LakePolicy:
                  "recorded_at": now}
                 for file, fingerprint in prints
             ])
+
+    # ---- row prints: the content a release reads (issue 32) --------------------------------
+
+    def row_key(self) -> bytes:
+        """The lake's row-print key (``row_prints.row_key``: derived from its fingerprint key)."""
+        return row_key(self.fingerprint_key())
+
+    def overlap_rule(self) -> OverlapRule:
+        """When an input's rows count as another dataset's (:class:`OverlapRule`; the lake's
+        settings, else the defaults)."""
+        properties = self._namespace_properties()
+        return OverlapRule(int(properties.get(OVERLAP_ROWS_PROPERTY, DEFAULT_OVERLAP_ROWS)),
+                           float(properties.get(OVERLAP_FRACTION_PROPERTY, DEFAULT_OVERLAP_FRACTION)))
+
+    def set_overlap_rule(self, rule: OverlapRule) -> None:
+        rule.check()
+        self.lake.ensure_namespace(POLICY_NAMESPACE)
+        self.lake.catalog.update_namespace_properties(POLICY_NAMESPACE, updates={
+            OVERLAP_ROWS_PROPERTY: str(rule.rows), OVERLAP_FRACTION_PROPERTY: repr(rule.fraction)})
+
+    def _sketch_state(self, for_writing: bool = False) -> tuple[Table | None, list[dict]]:
+        if for_writing:
+            table = self.lake.load_or_create_table(POLICY_NAMESPACE, SKETCHES_TABLE, SKETCHES_SCHEMA,
+                                                   properties=SKETCHES_PROPERTIES).refresh()
+        else:
+            try:
+                table = self.lake.catalog.load_table((POLICY_NAMESPACE, SKETCHES_TABLE))
+            except (NoSuchTableError, NoSuchNamespaceError):
+                return None, []
+        if table.current_snapshot() is None:
+            return table, []
+        return table, table.scan().to_arrow().to_pylist()
+
+    def _overlapping(self, dataset: str, sketch: RowSketch, rows: list[dict]) -> tuple[str, Overlap] | None:
+        """The first other dataset (by name) whose recorded input holds enough of ``sketch``'s rows."""
+        rule, mine = self.overlap_rule(), self.budget_dataset(dataset)
+        seen: set[bytes] = set()
+        found: list[tuple[str, Overlap]] = []
+        for row in sorted(rows, key=lambda row: (row["dataset"], row["recorded_at"])):
+            if self.budget_dataset(row["dataset"]) == mine or row["sketch"] in seen:
+                continue
+            seen.add(row["sketch"])
+            overlap = sketch.overlap(RowSketch.decode(row["sketch"]))
+            if rule.refuses(overlap):
+                found.append((row["dataset"], overlap))
+        return found[0] if found else None
+
+    def check_overlap(self, dataset: str, location: str, sketch: RowSketch) -> None:
+        """Refuse (exit 4) an input whose rows another dataset's recorded input holds, by the lake's
+        :class:`OverlapRule` (module ``row_prints``: the estimate and its limits). Writes nothing."""
+        _, rows = self._sketch_state()
+        self._refuse_overlap(dataset, location, sketch, self._overlapping(dataset, sketch, rows))
+
+    def _refuse_overlap(self, dataset: str, location: str, sketch: RowSketch,
+                        found: tuple[str, Overlap] | None) -> None:
+        if found is None:
+            return
+        other, overlap = found
+        raise ReleaseRefused(
+            f"{location}: this input's rows are dataset '{other}'s (about {overlap.fraction:.0%} of its "
+            f"{sketch.rows:,} rows are in that dataset's input); a dataset's budget cannot be renewed by copying "
+            f"its input — release it as '{other}', or an operator merges the two: "
+            f"`privlake budget merge {dataset} --into {other} --lake {self.lake.description}`"
+        )
+
+    def bind_input(self, dataset: str, release_id: str, location: str, prints: Sequence[tuple[str, str]],
+                   sketch: RowSketch) -> None:
+        """Bind a release's input to ``dataset`` once it holds its reservation: its row sketch
+        recorded on top of the snapshot it was checked against again (optimistic concurrency, as the
+        ledger's reservations: a concurrent release of another dataset that recorded the same rows
+        in between makes this one refused, exit 4), then its location and file fingerprints."""
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            table, rows = self._sketch_state(for_writing=True)
+            self._refuse_overlap(dataset, location, sketch, self._overlapping(dataset, sketch, rows))
+            self.check_location(dataset, location)
+            self.check_files(dataset, prints)
+            frame = pa.Table.from_pylist([{"dataset": dataset, "release_id": release_id, "location": location,
+                                           "rows": sketch.rows, "sketch": sketch.encode(),
+                                           "recorded_at": datetime.now(UTC)}], schema=SKETCHES_SCHEMA)
+            try:
+                with table.transaction() as transaction:  # type: ignore[union-attr]
+                    transaction.append(frame)
+            except CommitFailedException:
+                time.sleep(0.02 * min(attempt + 1, 10))
+                continue
+            break
+        else:
+            raise ReleaseRefused("the lake's input records changed under this release too often; run it again")
+        self.bind(dataset, location)
+        self.record_files(dataset, release_id, prints)
+
+    # ---- merged datasets -------------------------------------------------------------------
+
+    def merges(self) -> dict[str, str]:
+        """Each merged dataset and the dataset whose budget it shares (its latest merge wins)."""
+        merged: dict[str, str] = {}
+        for row in sorted(self._read(MERGES_TABLE, MERGES_SCHEMA).to_pylist(), key=lambda row: row["merged_at"]):
+            merged[row["dataset"]] = row["into"]
+        return merged
+
+    def budget_dataset(self, dataset: str) -> str:
+        """The dataset whose budget ``dataset``'s releases are charged to: itself, or the dataset it
+        was merged into (followed to the end of a chain)."""
+        merged, seen = self.merges(), {dataset}
+        while dataset in merged:
+            dataset = merged[dataset]
+            if dataset in seen:
+                break
+            seen.add(dataset)
+        return dataset
+
+    def merge(self, dataset: str, into: str) -> None:
+        """An operator's decision that ``dataset`` holds the people of ``into``: from now on its
+        releases are charged to ``into``'s budget and ledger, and their inputs may overlap. A dataset
+        that has spent anything, or a merge that would make a cycle, is refused."""
+        from pipelines.platform.ledger import PrivacyLedger
+
+        if dataset == into:
+            raise PrivlakeError("a dataset cannot be merged into itself")
+        target = self.require_budget(into)
+        if self.budget_dataset(into) == dataset:
+            raise PrivlakeError(f"dataset '{into}' is already merged into '{dataset}'")
+        ledger = PrivacyLedger(self.lake)
+        if not ledger.entries(dataset).empty:
+            raise PrivlakeError(f"dataset '{dataset}' has releases in the ledger; only a dataset that never "
+                                "released can be merged (release its data as the other dataset instead)")
+        self._append(MERGES_TABLE, MERGES_SCHEMA, [{"dataset": dataset, "into": target.dataset,
+                                                    "merged_at": datetime.now(UTC)}])
 
     def prepare_test_lake(self, datasets: Iterable[str], epsilon: float, delta: float,
                           unit: str = RELEASE_UNIT) -> None:

@@ -56,9 +56,10 @@ from pipelines.platform.input_prints import fingerprint_pass, named_prints
 from pipelines.platform.internal import OperatorRecords
 from pipelines.platform.lake import Lake, ReleaseAlreadyPublished, open_lake
 from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits, PrivacyLedger
-from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy, source_location
+from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy, location_of, source_location
 from pipelines.platform.recovery import Lease, recover
 from pipelines.platform.release_index import ReleaseIndex
+from pipelines.platform.row_prints import RowSketch
 from schemas.base import EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
@@ -266,6 +267,11 @@ class ReleaseContext:
     spent_after: Any = None
     lease: Lease | None = None
     inputs_checked: bool = False
+    charged_dataset: str = ""
+    """The dataset whose budget and ledger this release is charged to: its own, or the one an
+    operator merged it into (``policy.LakePolicy.budget_dataset``)."""
+    input_bound: bool = False
+    _checked_input: tuple[list[tuple[str, str]], RowSketch] | None = field(default=None, repr=False)
     _ledger: PrivacyLedger | None = field(default=None, repr=False)
     _staging: Path | None = field(default=None, repr=False)
 
@@ -293,7 +299,10 @@ class ReleaseContext:
                 f"{TEST_SECRET_VARIABLE} is set, but {self.lake.description} is not a test lake: releases made with the "
                 "fixed test secret go only into lakes made by `privlake init-lake LAKE --test`"
             )
+        self.charged_dataset = policy.budget_dataset(self.config.dataset)
         self.budget = policy.admit(self.config.dataset, source_location(self.config.input))
+        if self.budget.dataset != self.config.dataset:
+            log.info(f"dataset '{self.config.dataset}' is merged into '{self.budget.dataset}': charged to its budget")
         failpoint("admitted")
 
     def fragment_key(self) -> bytes | None:
@@ -304,20 +313,44 @@ class ReleaseContext:
         keys its own digests and the platform hashes the fragments in a pass of its own)."""
         return LakePolicy(self.lake).executor_key()
 
+    def row_key(self) -> bytes:
+        """The key a kind's engine input pass hashes its canonical rows with
+        (``row_prints.RowSketch.of_columns``): 32 bytes, derived from the lake's fingerprint key."""
+        return LakePolicy(self.lake).row_key()
+
     def check_input_fingerprints(self, engine: Engine, fragments: Sequence[Any],
-                                 prints: Iterable[tuple[int, str]] | None) -> None:
-        """No input file may be one another dataset used (``policy.check_fingerprints``, exit 4),
-        checked with ``prints``: ``(ordinal, fingerprint)`` of every fragment as the executors
-        computed them under :meth:`fragment_key` — or, when ``None``, hashed on the engine by the
-        platform's own pass (``input_prints.fingerprint_pass``). Only the digests reach the driver;
-        the fingerprints are recorded (operator-only). Called before the input gate can fail and
-        before anything is published."""
+                                 prints: Iterable[tuple[int, str]] | None, sketches: Iterable[str]) -> None:
+        """The input must not be another dataset's (exit 4): no file another dataset used
+        (``policy.check_files``), checked with ``prints`` — ``(ordinal, fingerprint)`` of every
+        fragment as the executors computed them under :meth:`fragment_key`, or, when ``None``,
+        hashed on the engine by the platform's own pass (``input_prints.fingerprint_pass``) — and
+        no sizeable part of its rows in another dataset's recorded rows (``policy.check_overlap``),
+        checked with ``sketches``: each fragment's row sketch as text
+        (``row_prints.RowSketch.to_text``, under :meth:`row_key`). Only digests and sketches reach
+        the driver. Nothing is recorded here: the input is bound once the release also holds its
+        reservation (:meth:`_bind_input`). Called before the input gate can fail and before
+        anything is published."""
         policy = LakePolicy(self.lake)
         if prints is None or policy.executor_key() is None:
             prints = fingerprint_pass(engine, fragments, policy.fingerprint_key())
-        policy.check_fingerprints(self.config.dataset, self.release_id, named_prints(fragments, prints))
+        named = named_prints(fragments, prints)
+        sketch = RowSketch.merge(RowSketch.from_text(text) for text in sketches)
+        policy.check_files(self.config.dataset, named)
+        policy.check_overlap(self.config.dataset, location_of(source_location(self.config.input)), sketch)
+        self._checked_input = (named, sketch)
         self.inputs_checked = True
         failpoint("inputs checked")
+        self._bind_input()
+
+    def _bind_input(self) -> None:
+        """Bind the input to the dataset (``policy.bind_input``) once it is checked and the release
+        holds its reservation, whichever comes last: a refused release binds nothing."""
+        if self.input_bound or not self.reserved or self._checked_input is None:
+            return
+        prints, sketch = self._checked_input
+        LakePolicy(self.lake).bind_input(self.config.dataset, self.release_id,
+                                         location_of(source_location(self.config.input)), prints, sketch)
+        self.input_bound = True
 
     def reserve(self, guarantee: dict[str, Any]) -> None:
         """Reserve the release's charge before the data it covers is read: the guarantee's
@@ -339,19 +372,21 @@ class ReleaseContext:
         charge = Charge.of(part["epsilon"], part["delta"], part.get("steps", ()), self.budget.unit,
                            str(guarantee.get("privacy_unit", "")))
         try:
-            self.spent_after = self.ledger.reserve(self.config.dataset, self.release_id, self.kind, charge, self.budget)
+            self.spent_after = self.ledger.reserve(self.budget.dataset, self.release_id, self.kind, charge,
+                                                   self.budget)
         except (BudgetExceeded, MixedPrivacyUnits) as error:
             raise ReleaseRefused(str(error)) from None
         self.charge = charge
         self.reserved = True
         failpoint("reserved")
+        self._bind_input()
 
     def refund(self) -> None:
         """Give back this release's reservation, if it made one and has not published (at most
         once): a published release's charge is final."""
         if self.reserved and not self.published:
             self.reserved = False
-            self.ledger.refund(self.config.dataset, self.release_id)
+            self.ledger.refund(self.charged_dataset or self.config.dataset, self.release_id)
 
     def manifest_charge(self) -> dict[str, Any]:
         """The manifest keys that say what the ledger charged and where the release was made."""
@@ -428,10 +463,6 @@ class ReleaseKind:
     """The kind reserves its charge in ``run_on_engine``, once the engine has counted what its
     guarantee needs (the tabular kind's public record count), before anything private is computed
     from the rows; the platform then checks the reservation after ``run_on_engine``."""
-    checks_input_fingerprints: bool = False
-    """The kind's engine input pass fingerprints its fragments (under ``context.fragment_key()``)
-    and calls ``context.check_input_fingerprints`` itself; otherwise the platform hashes the
-    fragments of ``prepared.fragments`` on the engine before ``run_on_engine``."""
 
     def run(self, config: Any, **request: Any) -> ReleaseOutcome:
         """One release of this kind end to end: its id, status and manifest. ``request`` takes the
@@ -445,7 +476,9 @@ def open_release(kind: str, config: Any, request: ReleaseRequest) -> ReleaseCont
     release_id = check_release_id(request.release_id or new_release_id(config.dataset))
     if lake.is_published(release_id):
         return ReleaseOutcome(release_id, "published", lake.manifest(release_id), already_published=True)
-    return ReleaseContext(kind, config, lake, release_id, datetime.now(UTC), StageTimer(request.progress))
+    context = ReleaseContext(kind, config, lake, release_id, datetime.now(UTC), StageTimer(request.progress))
+    context.charged_dataset = LakePolicy(lake).budget_dataset(config.dataset)
+    return context
 
 
 def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> ReleaseOutcome:
@@ -457,7 +490,7 @@ def run_release(kind: ReleaseKind, config: Any, request: ReleaseRequest) -> Rele
     token = log.current_release.set(context.release_id)
     try:
         report_recovery(recover(context.lake))
-        with Lease(context.lake, context.release_id, config.dataset, kind.name) as lease:
+        with Lease(context.lake, context.release_id, context.charged_dataset, kind.name) as lease:
             context.lease = lease
             return _run_leased(kind, config, request, context)
     finally:
@@ -486,14 +519,13 @@ def _run_leased(kind: ReleaseKind, config: Any, request: ReleaseRequest, context
                 engine = wait_for_engine()
             if not context.reserved and not kind.reserves_on_engine:
                 raise RuntimeError(f"the {kind.name} release reserved no charge before running")
-            if not kind.checks_input_fingerprints:
-                with context.timer.stage("fingerprint input"):
-                    context.check_input_fingerprints(engine, prepared.fragments, None)
             result = kind.run_on_engine(context, plan, prepared, engine)
             if not context.reserved:
                 raise RuntimeError(f"the {kind.name} release reserved no charge")
             if not context.inputs_checked:
                 raise RuntimeError(f"the {kind.name} release did not check its input's fingerprints")
+            if not context.input_bound:
+                raise RuntimeError(f"the {kind.name} release did not bind its input")
         return finish_release(context, result, kind.summary)
     except ReleaseAlreadyPublished:
         return ReleaseOutcome(context.release_id, "published", context.lake.manifest(context.release_id),
@@ -552,7 +584,7 @@ def finish_release(context: ReleaseContext, result: ReleaseResult,
     context.published = True
     failpoint("published")
     internal = {**result.internal, "started_at": context.started.isoformat(), "timings": dict(timer.timings)}
-    _after_publish(context, lambda: context.ledger.published(context.config.dataset, release_id))
+    _after_publish(context, lambda: context.ledger.published(context.charged_dataset, release_id))
     _after_publish(context, lambda: records.record(release_id, context.config.dataset, context.kind, "published",
                                                    internal))
     _after_publish(context, lambda: ReleaseIndex(lake).add([lake.release(release_id)]))

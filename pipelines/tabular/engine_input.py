@@ -14,7 +14,8 @@ data file of an Iceberg scan; ``pipelines/platform/sources.py``) it
 * stages the codes of a fragment without a bad value (``a0``, ``a1``, ... int32 and ``ROW_ID``:
   the record's identity, from which the driver's split and the synthesis take its position);
 * fingerprints its file (``sources.fragment_fingerprint``, keyed by a key derived from the lake's
-  fingerprint key).
+  fingerprint key) and sketches its canonical records (``platform/row_prints.py``: the keyed
+  hashes of the schema's attributes as read, ordered by name).
 
 It returns rows of ``schemas.tabular.tables.tabular_input_summary_schema``: metrics (:data:`METRIC`:
 rows read, values clipped per attribute), problems (:data:`PROBLEM`: ``code`` =
@@ -41,6 +42,7 @@ from pipelines.engines.storage import Where
 from pipelines.platform.errors import InputError
 from pipelines.platform.fragment_tasks import NumberedFile, code_counts, located_problems
 from pipelines.platform.input import NO_HEADER_HINT, header_names
+from pipelines.platform.row_prints import RowSketch
 from pipelines.platform.sources import (
     ROW_ID,
     Fragment,
@@ -53,7 +55,7 @@ from schemas.tabular.schema import TabularSchema
 from schemas.tabular.tables import staged_codes_schema, tabular_input_summary_schema
 from transforms.tabular.encoding import ColumnMismatch, flag_records
 
-METRIC, PROBLEM, FRAGMENT = 1, 2, 3
+METRIC, PROBLEM, FRAGMENT, ROW_SKETCH = 1, 2, 3, 4
 """What a summary row is (its ``entry``)."""
 ROWS = 0
 CLIPPED = 1 << 32
@@ -75,6 +77,9 @@ class RecordReading:
     codes_folder: Where
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
+    row_key: bytes | None = None
+    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
+    records (the schema's attributes, by name; ``platform/row_prints.py``); ``None``: none."""
 
 
 def codes_file(folder: Where, ordinal: int) -> Where:
@@ -104,6 +109,11 @@ def read_record_fragment(fragment: Fragment, side: RecordReading) -> pa.Table:
     schema = side.schema
     frame, row_ids = _records(fragment, schema, side.text)
     rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "count": len(row_ids)}]
+    if side.row_key is not None and len(row_ids):
+        sketch = RowSketch.of_columns([frame[name] for name in sorted(schema.names) if name in frame.columns],
+                                      side.row_key)
+        rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "count": sketch.rows,
+                     "fingerprint": sketch.to_text()})
     if len(row_ids):
         try:
             flagged = flag_records(frame, schema)

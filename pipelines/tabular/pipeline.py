@@ -47,6 +47,7 @@ import pyarrow as pa
 from pipelines.engines import storage
 from pipelines.engines.base import Collection, Engine
 from pipelines.platform.errors import InputError, PrivlakeError
+from pipelines.platform.fragment_tasks import ROW_SKETCHES_SCHEMA, row_sketch_entries
 from pipelines.platform.policy import LakePolicy
 from pipelines.platform.release import (
     ReleaseContext,
@@ -90,6 +91,7 @@ from pipelines.tabular.engine_input import (
     RELEASED_CELL,
     RELEASED_METRIC,
     RELEASED_SUMMARY_SCHEMA,
+    ROW_SKETCH,
     ROWS,
     OutputCheck,
     PartLookup,
@@ -317,7 +319,8 @@ def input_fingerprint_key(lake: Any) -> bytes:
 def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepared: PreparedRecords, engine: Engine,
                            codes_folder: Any, fingerprint_key: bytes | None = None,
                            fragment_key: bytes | None = None,
-                           check_prints: Callable[[list[tuple[int, str]]], None] | None = None) -> CheckedRecords:
+                           check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
+                           row_key: bytes | None = None) -> CheckedRecords:
     """Read, check, encode and stage the records on the engine (one task per fragment); the input
     gate (Great Expectations) on the engine's metrics. Raises the one-line error of the first bad
     value, as a read of one file names it: the first attribute (schema order) with a bad value,
@@ -325,16 +328,19 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
 
     The fragments are fingerprinted where they are read, under ``fragment_key`` (the lake's key as
     ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
-    ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets them
-    before the input gate; the input's fingerprint is those digests keyed by ``fingerprint_key``."""
+    ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets them,
+    with each fragment's sketch of its canonical records under ``row_key``, before the input gate;
+    the input's fingerprint is those digests keyed by ``fingerprint_key``."""
     fragments = prepared.fragments
-    side = RecordReading(schema, text_reading(config, schema), codes_folder, fragment_key or fingerprint_key)
+    side = RecordReading(schema, text_reading(config, schema), codes_folder, fragment_key or fingerprint_key, row_key)
     summary = engine.persist(engine.map_fragments(fragments, read_record_fragment, tabular_input_summary_schema(), side))
     try:
         listed = engine.collect(engine.map_batches(summary, fragment_entries, TABULAR_FRAGMENT_ROWS_SCHEMA))
         fragment_prints = list(zip(listed["code"].astype(int).tolist(), listed["fingerprint"].tolist(), strict=True))
         if check_prints is not None:
-            check_prints(fragment_prints)
+            sketches = engine.collect(engine.map_batches(summary, row_sketch_entries, ROW_SKETCHES_SCHEMA,
+                                                         side=(ROW_SKETCH, "fingerprint")))
+            check_prints(fragment_prints, sketches["sketch"].tolist())
         sums = engine.sum_by_key(engine.map_batches(summary, metric_entries, TABULAR_METRICS_SCHEMA), "code", ["count"])
         by_code = dict(zip(sums["code"].astype(int), sums["count"].astype(int), strict=True))
         problems = sorted(code for code, count in by_code.items() if code != ROWS and code < CLIPPED and count > 0)
@@ -705,8 +711,9 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
         fragment_key = context.fragment_key()
         checked = read_records_on_engine(
             config, schema, prepared, engine, context.staging / "input" / "codes", input_fingerprint_key(context.lake),
-            fragment_key, lambda prints: context.check_input_fingerprints(
-                engine, prepared.fragments, prints if fragment_key is not None else None))
+            fragment_key, lambda prints, sketches: context.check_input_fingerprints(
+                engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
+            context.row_key())
     record_count = checked.rows
     split_fractions = config.split
     needed = minimum_record_count(config.privacy.k, split_fractions.seeds, split_fractions.structure,
@@ -834,7 +841,6 @@ KIND = ReleaseKind(
     summary=summary_line,
     show_keys=("omega", "target_records"),
     reserves_on_engine=True,
-    checks_input_fingerprints=True,
 )
 
 

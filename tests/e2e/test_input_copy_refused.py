@@ -173,9 +173,12 @@ def test_on_spark_the_digests_come_from_the_workers(tmp_path: Path, spark_sessio
 @pytest.mark.parametrize("kind", ["crowd", "tabular", "filter"])
 def test_a_copy_is_refused_before_its_bad_value_is_reported(
         kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The check runs on the fingerprints before the input gate, as it ran before the input was
-    read: a release whose input has a bad value fails (exit 2) with its files recorded, and another
-    dataset reading a copy of them is refused (exit 4), not told about the bad value."""
+    """The check runs on the prints before the input gate: a release whose input has a bad value
+    fails (exit 2) and, when it held its reservation by then (crowd and filter reserve from the
+    config), its input is bound, so another dataset reading a copy is refused (exit 4), not told
+    about the bad value. The tabular kind reserves once the engine has counted the records, after
+    the gate: its failed release binds nothing (issue 32: nothing is bound without a reservation),
+    and the copy fails as the original did."""
     config, copied, data = original_and_copy(kind, tmp_path)
     text = data.read_text().splitlines()
     fields = text[5].split(",")
@@ -186,8 +189,13 @@ def test_a_copy_is_refused_before_its_bad_value_is_reported(
     copy_path = Path(str(data).replace(str(tmp_path / "first"), str(tmp_path / "second")))
     copy_path.write_text(bad)
     assert main(["run", str(config), "--release-id", f"{kind}-a-1"]) == 2
-    assert [row["dataset"] for row in recorded(tmp_path / "lake")] == [f"{kind}-a"]
     capsys.readouterr()
+    if kind == "tabular":
+        assert recorded(tmp_path / "lake") == [], "a release that never reserved binds nothing"
+        assert main(["run", str(copied), "--release-id", f"{kind}-b-1"]) == 2
+        assert "row 5, column 'sex': missing value" in capsys.readouterr().err
+        return
+    assert [row["dataset"] for row in recorded(tmp_path / "lake")] == [f"{kind}-a"]
     assert main(["run", str(copied), "--release-id", f"{kind}-b-1"]) == 4
     assert f"identical to one of dataset '{kind}-a'" in capsys.readouterr().err
 
