@@ -363,20 +363,35 @@ def _command_budget(args: argparse.Namespace) -> int:
             log.warning(f"dataset {budget.dataset} has already spent more than this budget; "
                         "its next releases will be refused")
         return 0
+    if args.budget_command == "merge":
+        with _lake(args, write=True) as lake:
+            policy = LakePolicy(lake)
+            policy.merge(args.dataset, args.into)
+            target = policy.budget_dataset(args.dataset)
+        print(f"dataset {args.dataset}: merged into {target}; its releases are charged to {target}'s budget "
+              "and may read its inputs")
+        return 0
+    if args.budget_command == "overlap":
+        return _command_overlap_rule(args)
     lake = _lake(args)
     policy = LakePolicy(lake)
     budgets = policy.budgets()
+    merges = policy.merges()
     if args.budget_command == "show":
-        budgets = [budget for budget in budgets if budget.dataset == args.dataset]
+        shown = policy.budget_dataset(args.dataset)
+        budgets = [budget for budget in budgets if budget.dataset == shown]
         if not budgets:
             raise PrivlakeError(f"dataset {args.dataset!r} has no budget in this lake")
+        if shown != args.dataset:
+            log.info(f"dataset {args.dataset} is merged into {shown}: it is charged to {shown}'s budget")
     ledger = PrivacyLedger(lake)
     locations = policy.locations()
     rows = []
     for budget in budgets:
         spent = ledger.spent(budget.dataset, budget.delta)
         rows.append({**budget.to_json(), "spent_epsilon": spent.epsilon, "composition": spent.method,
-                     "locations": locations.get(budget.dataset, [])})
+                     "locations": locations.get(budget.dataset, []),
+                     "merged": sorted(name for name in merges if policy.budget_dataset(name) == budget.dataset)})
     if args.json:
         print(json.dumps(rows[0] if args.budget_command == "show" else rows, indent=2))
         return 0
@@ -385,7 +400,29 @@ def _command_budget(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         print(f"{row['dataset']:20} epsilon {row['spent_epsilon']:.4g} of {row['epsilon']:g} at delta {row['delta']:g}, "
-              f"per {row['unit']}; inputs: {', '.join(row['locations']) or 'none yet'}")
+              f"per {row['unit']}; inputs: {', '.join(row['locations']) or 'none yet'}"
+              + (f"; merged: {', '.join(row['merged'])}" if row["merged"] else ""))
+    return 0
+
+
+def _command_overlap_rule(args: argparse.Namespace) -> int:
+    """``privlake budget overlap``: the lake's rule for when an input's rows are another dataset's
+    (``policy.OverlapRule``), set when ``--rows`` or ``--fraction`` is given."""
+    from pipelines.platform.policy import LakePolicy, OverlapRule
+
+    changing = args.rows is not None or args.fraction is not None
+    with _lake(args, write=changing) as lake:
+        policy = LakePolicy(lake)
+        rule = policy.overlap_rule()
+        if changing:
+            rule = OverlapRule(args.rows if args.rows is not None else rule.rows,
+                               args.fraction if args.fraction is not None else rule.fraction)
+            policy.set_overlap_rule(rule)
+    if args.json:
+        print(json.dumps({"rows": rule.rows, "fraction": rule.fraction}))
+    else:
+        print(f"an input is another dataset's when it shares at least {rule.rows} rows or {rule.fraction:.4g} of its "
+              "rows with that dataset's recorded inputs")
     return 0
 
 
@@ -535,6 +572,18 @@ def build_parser() -> argparse.ArgumentParser:
             reader.add_argument("dataset")
         reader.add_argument("--lake", required=True, help=LAKE_HELP)
         reader.add_argument("--json", action="store_true")
+    merge = budget_commands.add_parser(
+        "merge", help="an operator's statement that DATASET holds OTHER's people: its releases are charged to "
+                      "OTHER's budget and may read OTHER's inputs (only a dataset that never released)")
+    merge.add_argument("dataset")
+    merge.add_argument("--into", required=True, help="the dataset whose budget DATASET shares")
+    merge.add_argument("--lake", required=True, help=LAKE_HELP)
+    overlap = budget_commands.add_parser(
+        "overlap", help="show or set when an input's rows count as another dataset's (default: 100 rows or 1%%)")
+    overlap.add_argument("--rows", type=int, help="shared rows at which an input is refused")
+    overlap.add_argument("--fraction", type=float, help="or the share of its rows at which it is refused")
+    overlap.add_argument("--lake", required=True, help=LAKE_HELP)
+    overlap.add_argument("--json", action="store_true")
     budget.set_defaults(handler=_command_budget)
 
     init_lake = commands.add_parser("init-lake", help="make a lake (a test lake with --test) and name its key")

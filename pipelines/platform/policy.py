@@ -51,7 +51,7 @@ import math
 import os
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -415,7 +415,8 @@ class LakePolicy:
     def check_location(self, dataset: str, location: str) -> None:
         """Refuse (exit 4) a location bound to another dataset (not one merged with ``dataset``)."""
         owner = self.owner_of(location)
-        if owner is not None and self.budget_dataset(owner) != self.budget_dataset(dataset):
+        resolve = self._resolver()
+        if owner is not None and resolve(owner) != resolve(dataset):
             raise ReleaseRefused(f"{location}: this input location belongs to dataset '{owner}', not '{dataset}'; "
                                  "a dataset's budget cannot be renewed by renaming it")
 
@@ -433,10 +434,11 @@ class LakePolicy:
         """Refuse (exit 4) an input with a file another dataset used — ``prints`` are ``(file, keyed
         fingerprint)``, the HMAC-SHA256 of each file under the lake's key as hex (an
         ``hmac-sha256:`` prefix is dropped). Reads the table; writes nothing."""
-        mine = self.budget_dataset(dataset)
+        resolve = self._resolver()
+        mine = resolve(dataset)
         used = {row["fingerprint"]: row["dataset"]
                 for row in self._read(FINGERPRINTS_TABLE, FINGERPRINTS_SCHEMA).to_pylist()
-                if self.budget_dataset(row["dataset"]) != mine}
+                if resolve(row["dataset"]) != mine}
         for file, fingerprint in prints:
             if fingerprint.removeprefix(KEYED_PREFIX) in used:
                 raise ReleaseRefused(f"{file}: this input is identical to one of dataset "
@@ -488,11 +490,12 @@ class LakePolicy:
 
     def _overlapping(self, dataset: str, sketch: RowSketch, rows: list[dict]) -> tuple[str, Overlap] | None:
         """The first other dataset (by name) whose recorded input holds enough of ``sketch``'s rows."""
-        rule, mine = self.overlap_rule(), self.budget_dataset(dataset)
+        rule, resolve = self.overlap_rule(), self._resolver()
+        mine = resolve(dataset)
         seen: set[bytes] = set()
         found: list[tuple[str, Overlap]] = []
         for row in sorted(rows, key=lambda row: (row["dataset"], row["recorded_at"])):
-            if self.budget_dataset(row["dataset"]) == mine or row["sketch"] in seen:
+            if resolve(row["dataset"]) == mine or row["sketch"] in seen:
                 continue
             seen.add(row["sketch"])
             overlap = sketch.overlap(RowSketch.decode(row["sketch"]))
@@ -556,29 +559,40 @@ class LakePolicy:
     def budget_dataset(self, dataset: str) -> str:
         """The dataset whose budget ``dataset``'s releases are charged to: itself, or the dataset it
         was merged into (followed to the end of a chain)."""
-        merged, seen = self.merges(), {dataset}
-        while dataset in merged:
-            dataset = merged[dataset]
-            if dataset in seen:
-                break
-            seen.add(dataset)
-        return dataset
+        return self._resolver()(dataset)
+
+    def _resolver(self) -> Callable[[str], str]:
+        """:meth:`budget_dataset` over the merges as read once (for checks over many rows)."""
+        merged = self.merges()
+
+        def resolve(dataset: str) -> str:
+            seen = {dataset}
+            while dataset in merged:
+                dataset = merged[dataset]
+                if dataset in seen:
+                    break
+                seen.add(dataset)
+            return dataset
+
+        return resolve
 
     def merge(self, dataset: str, into: str) -> None:
         """An operator's decision that ``dataset`` holds the people of ``into``: from now on its
         releases are charged to ``into``'s budget and ledger, and their inputs may overlap. A dataset
         that has spent anything, or a merge that would make a cycle, is refused."""
-        from pipelines.platform.ledger import PrivacyLedger
+        from pipelines.platform.ledger import ACTIVE, PrivacyLedger  # the ledger imports this module
 
         if dataset == into:
             raise PrivlakeError("a dataset cannot be merged into itself")
-        target = self.require_budget(into)
-        if self.budget_dataset(into) == dataset:
-            raise PrivlakeError(f"dataset '{into}' is already merged into '{dataset}'")
-        ledger = PrivacyLedger(self.lake)
-        if not ledger.entries(dataset).empty:
-            raise PrivlakeError(f"dataset '{dataset}' has releases in the ledger; only a dataset that never "
-                                "released can be merged (release its data as the other dataset instead)")
+        root = self.budget_dataset(into)
+        if root == dataset:
+            raise PrivlakeError(f"dataset '{into}' is already merged into '{dataset}'; a merge cannot make a cycle")
+        target = self.require_budget(root)
+        events = PrivacyLedger(self.lake).entries(dataset).drop_duplicates("release_id", keep="last")
+        if events["status"].isin(ACTIVE).any():
+            raise PrivlakeError(f"dataset '{dataset}' has spent budget (reserved or published releases); only a "
+                                "dataset that never spent any can be merged (release its data as the other dataset "
+                                "instead)")
         self._append(MERGES_TABLE, MERGES_SCHEMA, [{"dataset": dataset, "into": target.dataset,
                                                     "merged_at": datetime.now(UTC)}])
 
