@@ -10,10 +10,11 @@ lake's key in the 32-byte form the engines keep out of pickled side values
 hands them to :meth:`ReleaseContext.check_input_fingerprints` before its input gate can fail.
 Only ``(file, digest)`` per fragment reaches the driver.
 
-:func:`fingerprint_pass` is the platform's own pass for a kind that does not (``ReleaseKind
-.checks_input_fingerprints`` false) or when the lake's key has no 32-byte form (33 to 64 bytes:
-it travels as two 32-byte halves, each key material): one ``map_fragments`` task per fragment
-hashes the file where the engine runs its tasks, before the kind's jobs start.
+:func:`fingerprint_pass` is the platform's own pass when the lake's key has no 32-byte form (33 to
+64 bytes: it travels as two 32-byte halves, each key material): one ``map_fragments`` task per
+fragment hashes the file where the engine runs its tasks. The row sketches that go with the file
+digests (issue 32, ``pipelines/platform/row_prints.py``) are always the kind's own: their key is
+derived, 32 bytes, whatever the lake's key.
 """
 
 from __future__ import annotations

@@ -526,14 +526,18 @@ class LakePolicy:
         """Bind a release's input to ``dataset`` once it holds its reservation: its row sketch
         recorded on top of the snapshot it was checked against again (optimistic concurrency, as the
         ledger's reservations: a concurrent release of another dataset that recorded the same rows
-        in between makes this one refused, exit 4), then its location and file fingerprints."""
+        in between makes this one refused, exit 4) unless this dataset recorded the very same sketch
+        before, then its location and file fingerprints."""
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             table, rows = self._sketch_state(for_writing=True)
             self._refuse_overlap(dataset, location, sketch, self._overlapping(dataset, sketch, rows))
             self.check_location(dataset, location)
             self.check_files(dataset, prints)
+            encoded = sketch.encode()
+            if any(row["dataset"] == dataset and row["sketch"] == encoded for row in rows):
+                break  # the same rows recorded for this dataset already (a release of the same input)
             frame = pa.Table.from_pylist([{"dataset": dataset, "release_id": release_id, "location": location,
-                                           "rows": sketch.rows, "sketch": sketch.encode(),
+                                           "rows": sketch.rows, "sketch": encoded,
                                            "recorded_at": datetime.now(UTC)}], schema=SKETCHES_SCHEMA)
             try:
                 with table.transaction() as transaction:  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ The tabular, ldp and filter kinds are refused the same way (their canonical rows
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -271,3 +272,37 @@ def test_every_kind_refuses_a_reencoded_copy(kind: str, tmp_path: Path, capsys: 
         error = capsys.readouterr().err
         assert f"this input's rows are dataset '{kind}-a's" in error, (name, error)
     assert {row["dataset"] for row in lake_rows(lake, SKETCHES_TABLE, SKETCHES_SCHEMA)} == {f"{kind}-a"}
+
+
+def test_the_lakes_overlap_rule_decides_a_partial_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Half of another dataset's rows (5,000 of its 10,000, shuffled among 5,000 others) is refused
+    by the default rule; an operator who raises the rule above that share lets it through."""
+    lake = tmp_path / "lake"
+    prepare_lake(lake, "sample", "partial", epsilon=BUDGET)
+    original = tmp_path / "sample" / "claims.csv"
+    original.parent.mkdir()
+    claims = crowd_claims(seed=51)
+    claims.to_csv(original, index=False)
+    partial = tmp_path / "partial" / "claims.csv"
+    partial.parent.mkdir()
+    others = crowd_claims(seed=52).iloc[:5_000].assign(object_id=lambda frame: frame["object_id"] + 10_000)
+    mixed = pd.concat([claims.iloc[:5_000], others]).sample(frac=1.0, random_state=1)
+    mixed.to_csv(partial, index=False)
+    for dataset, path in (("sample", original), ("partial", partial)):
+        config = conformance_config(path, lake)
+        config.update(dataset=dataset)
+        (tmp_path / f"{dataset}.yaml").write_text(yaml.safe_dump(config))
+    assert main(["run", str(tmp_path / "sample.yaml"), "--release-id", "sample-1"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "partial.yaml"), "--release-id", "partial-1"]) == 4
+    error = capsys.readouterr().err
+    assert "this input's rows are dataset 'sample's" in error
+    share = float(error.split("about ")[1].split("%")[0]) / 100
+    assert 0.4 < share < 0.6, error
+    assert main(["budget", "overlap", "--lake", str(lake), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rows": 100, "fraction": 0.01}
+    assert main(["budget", "overlap", "--lake", str(lake), "--rows", "1000000", "--fraction", "0.9"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "partial.yaml"), "--release-id", "partial-2"]) == 0
+    assert main(["budget", "overlap", "--lake", str(lake), "--fraction", "0"]) == 2
+    assert "fraction must be in (0, 1]" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import pytest
 
 from pipelines.platform.errors import ReleaseRefused
 from pipelines.platform.lake import Lake
-from pipelines.platform.policy import LakePolicy, OverlapRule
+from pipelines.platform.policy import SKETCHES_SCHEMA, SKETCHES_TABLE, LakePolicy, OverlapRule
 from pipelines.platform.row_prints import (
     INTEGER,
     NULL,
@@ -221,5 +221,6 @@ def test_binding_checks_again_on_top_of_what_it_appends_to(tmp_path) -> None:
         with pytest.raises(ReleaseRefused, match="dataset 'first's"):
             policy.check_overlap("second", "/data/b", sketch)
         policy.bind_input("first", "r3", "/data/c", [], sketch)  # the same dataset may read its rows again
+        assert len(policy._read(SKETCHES_TABLE, SKETCHES_SCHEMA)) == 1, "the same rows are recorded once a dataset"
         assert {dataset: sorted(places) for dataset, places in policy.locations().items()} == {
             "first": ["/data/a", "/data/c"]}
