@@ -80,7 +80,7 @@ from pipelines.platform.fragment_tasks import (
 )
 from pipelines.platform.release_shards import write_outcome
 from pipelines.platform.repeated_keys import bucket_ids
-from pipelines.platform.row_prints import RowSketch
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.crowd.tables import (
     claims_schema,
@@ -146,9 +146,9 @@ class ClaimsReading:
     buckets: int
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
-    row_key: bytes | None = None
-    """The lake's row-print key (``ReleaseContext.row_key``; 32 bytes, key material): each
-    fragment's sketch of its canonical claims ``(object, source, value)``; ``None``: none."""
+    row_printing: RowPrinting | None = None
+    """How each fragment sketches its canonical claims ``(object, source, value)``
+    (``ReleaseContext.row_printing``: the lake's row key, key material); ``None``: no sketch."""
 
     def file_for(self, ordinal: int) -> Where:
         return self.folder / f"claims-{ordinal:07d}.arrow"
@@ -266,8 +266,8 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
     kept = np.flatnonzero(good)
     object_ids, source_ids = objects[kept], sources[kept]
-    if side.row_key is not None:
-        sketch = RowSketch.of_columns([object_ids, source_ids, values[kept]], side.row_key)
+    if side.row_printing is not None:
+        sketch = side.row_printing.sketch([object_ids, source_ids, values[kept]], fragment.size)
         rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "count": sketch.rows, "fingerprint": sketch.to_text()})
     # every row has a ROW_ID (NO_ROW where none): a null column would reach the driver's frame as
     # floats, which round ROW_IDs of fragments past 2^13

@@ -120,6 +120,7 @@ from pipelines.platform.release_shards import (
     write_release_shard,
     written_files,
 )
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
@@ -382,7 +383,7 @@ def _claims_fingerprint(input_print: str, settings: CrowdInput, key: bytes | Non
 def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: Engine,
                           fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
                           check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
-                          row_key: bytes | None = None) -> CheckedClaims:
+                          row_printing: RowPrinting | None = None) -> CheckedClaims:
     """Read, check, canonicalize and stage the claims on the engine (``pipelines/crowd/engine_input.py``):
     pass 1 per fragment, the input gate on its metrics, the distinct sources, pass 2 per object
     bucket, then the checks on whole objects. Raises the one-line error of the first failing row.
@@ -390,7 +391,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     Pass 1 fingerprints each fragment where it reads it, under ``fragment_key`` (the lake's key as
     ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
     ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets those
-    digests, and each fragment's sketch of its canonical claims under ``row_key``
+    digests, and each fragment's sketch of its canonical claims (``row_printing``)
     (``platform/row_prints.py``), before the input gate; the input's fingerprint is the digests
     keyed by ``fingerprint_key``."""
     settings, fragments, name = config.input, prepared.fragments, prepared.name
@@ -400,7 +401,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         folder=prepared.staging / "input" / "claim-buckets",
         buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
         fingerprint_key=fragment_key or fingerprint_key,
-        row_key=row_key,
+        row_printing=row_printing,
     )
     # a few rows per fragment, collected: its fingerprint, its row sketch and its metrics
     entries = engine.collect(engine.map_fragments(
@@ -687,7 +688,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
             config, prepared, engine, input_fingerprint_key(context.lake), fragment_key,
             lambda prints, sketches: context.check_input_fingerprints(
                 engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
-            context.row_key())
+            context.row_printing(prepared.fragments))
     object_type = checked.input_schema.field("object_id").type
     evaluated = _truth_columns(config) is not None
     staged = stage_claims(context, checked, engine)

@@ -34,7 +34,7 @@ from pipelines.filter.input import label_codes
 from pipelines.platform.errors import InputError
 from pipelines.platform.fragment_tasks import NumberedFile
 from pipelines.platform.input import NO_HEADER_HINT, domain_reason, header_names
-from pipelines.platform.row_prints import RowSketch
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.sources import (
     ROW_ID,
     Fragment,
@@ -78,10 +78,10 @@ class FilterReading:
     staging: Where
     files_per_fragment: int
     fingerprint_key: bytes | None = None
-    row_key: bytes | None = None
-    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
-    records (the features, the labels' columns and the choice column as read, by name;
-    ``platform/row_prints.py``); ``None``: none."""
+    row_printing: RowPrinting | None = None
+    """How each fragment sketches its canonical records (the features, the labels' columns and the
+    choice column as read, by name; ``platform/row_prints.py``; the lake's row key, key material);
+    ``None``: no sketch."""
 
 
 def staged_files(folder: Where, ordinal: int, count: int) -> list[Where]:
@@ -122,8 +122,8 @@ def read_filter_fragment(fragment: Fragment, side: FilterReading) -> pa.Table:
                 shown = header_names(frame.columns, needed if csv_header else list(frame.columns))
                 raise InputError(fragment.name, f"no column {column!r} "
                                  f"({'columns: ' + shown if shown is not None else NO_HEADER_HINT})")
-        if side.row_key is not None:
-            sketch = RowSketch.of_columns([frame[column] for column in sorted(set(needed))], side.row_key)
+        if side.row_printing is not None:
+            sketch = side.row_printing.sketch([frame[column] for column in sorted(set(needed))], fragment.size)
             rows.append({"entry": ROW_SKETCH, "ordinal": fragment.ordinal, "rows": sketch.rows,
                          "text": sketch.to_text()})
         try:

@@ -618,7 +618,7 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
     The fragments are fingerprinted where they are read, under the lake's key
     (``context.fragment_key()``), and the policy checks those digests
     (``context.check_input_fingerprints``), with each fragment's sketch of its canonical records
-    (under ``context.row_key()``), before the input gate."""
+    (``context.row_printing``), before the input gate."""
     config = context.config
     settings = config.input
     fragments = prepared.fragments
@@ -630,7 +630,7 @@ def read_input_on_engine(context: ReleaseContext, spec: FeatureSpec, prepared: P
         spec, TextReading.of(settings.header, names, settings.recode), tuple(_training_labels(config).items()),
         settings.choice_column, tuple(config.choice_names), config.default_choice, config.fallback_choice,
         tuple((choice.private, choice.utility) for choice in config.choices), prepared.staging_folder,
-        per_fragment, fragment_key or key, context.row_key(),
+        per_fragment, fragment_key or key, context.row_printing(fragments),
     )
     summary = engine.persist(engine.map_fragments(fragments, read_filter_fragment, SUMMARY_SCHEMA, side))
     try:

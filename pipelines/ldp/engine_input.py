@@ -56,7 +56,7 @@ from pipelines.platform.fragment_tasks import (
     read_mapped_columns,
 )
 from pipelines.platform.repeated_keys import KeyBuckets, canonical_keys, write_key_buckets
-from pipelines.platform.row_prints import RowSketch
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.sources import ROW_ID, Fragment, fragment_fingerprint
 from schemas.ldp.tables import LDP_MECHANISM_CODE, ldp_input_summary_schema
 
@@ -113,9 +113,9 @@ class ReportReading:
     keys: KeyBuckets
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
-    row_key: bytes | None = None
-    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
-    reports ``(user, mechanism, report)`` (``platform/row_prints.py``); ``None``: none."""
+    row_printing: RowPrinting | None = None
+    """How each fragment sketches its canonical reports ``(user, mechanism, report)``
+    (``platform/row_prints.py``; the lake's row key, key material); ``None``: no sketch."""
 
     @property
     def bit_vectors(self) -> bool:
@@ -217,8 +217,8 @@ def read_report_fragment(fragment: Fragment, side: ReportReading) -> pa.Table:
     write_key_buckets(keys, row_ids[present], side.keys, fragment.ordinal)
     rows.append({"entry": FINGERPRINT, "code": fragment.ordinal, "users": 0,
                  "fingerprint": fragment_fingerprint(fragment, side.fingerprint_key)})
-    if side.row_key is not None and len(row_ids):
-        sketch = RowSketch.of_columns([users, mechanisms, reports], side.row_key)
+    if side.row_printing is not None and len(row_ids):
+        sketch = side.row_printing.sketch([users, mechanisms, reports], fragment.size)
         rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "users": sketch.rows,
                      "fingerprint": sketch.to_text()})
     schema = ldp_input_summary_schema(side.counting == "bit_vectors")

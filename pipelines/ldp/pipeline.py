@@ -74,6 +74,7 @@ from pipelines.platform.release import (
     ReleaseResult,
 )
 from pipelines.platform.repeated_keys import KeyBuckets, RepeatedKeys, bucket_count, find_repeated_keys
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
@@ -176,7 +177,7 @@ def run_on_engine(context: ReleaseContext, plan: LdpPlan, prepared: PreparedRepo
             context.config, plan.catalog, prepared, engine, context.staging / "input" / "user-keys",
             input_fingerprint_key(context.lake), fragment_key, lambda prints, sketches: context.check_input_fingerprints(
                 engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
-            context.row_key())
+            context.row_printing(prepared.fragments))
     with context.timer.stage("estimate"):
         estimate, users = _estimate(context.config, plan.catalog, checked.counts)
     return _publish(context, plan.catalog, checked, estimate, users, engine.name)
@@ -201,14 +202,14 @@ def _counting(catalog: MechanismCatalog, method: str) -> str:
 def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepared: PreparedReports, engine: Engine,
                            keys_folder: Any, fingerprint_key: bytes | None = None, fragment_key: bytes | None = None,
                            check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
-                           row_key: bytes | None = None) -> CheckedReports:
+                           row_printing: RowPrinting | None = None) -> CheckedReports:
     """Read, check, canonicalize and count the reports on the engine (``pipelines/ldp/engine_input.py``);
     then the duplicate check (``pipelines/platform/repeated_keys.py``) and the input gate on the
     metrics. Raises the one-line error of the first failing row. ``fingerprint_key`` (32 bytes)
     keys the input's fingerprint (an unkeyed SHA-256 without it). The fragments are fingerprinted
     where they are read under ``fragment_key`` (the lake's key, ``ReleaseContext.fragment_key``;
     ``fingerprint_key`` when there is none) and ``check_prints`` (the policy's check) gets them,
-    with each fragment's sketch of its canonical reports under ``row_key``, before the input gate."""
+    with each fragment's sketch of its canonical reports (``row_printing``), before the input gate."""
     settings = config.input
     fragments = prepared.fragments
     columns = settings.columns
@@ -218,7 +219,7 @@ def read_reports_on_engine(config: LdpConfig, catalog: MechanismCatalog, prepare
         user_column=columns.user_id, mechanism_column=columns.mechanism, report_column=columns.report,
         mechanism_names=catalog.names, output_sizes=tuple(int(size) for size in catalog.output_sizes),
         counting=counting, bits=catalog.input_size, output_stride=int(catalog.output_sizes.max()), keys=buckets,
-        fingerprint_key=fragment_key or fingerprint_key, row_key=row_key,
+        fingerprint_key=fragment_key or fingerprint_key, row_printing=row_printing,
     )
     text_keys = counting == "bit_vectors"
     summary = engine.persist(engine.map_fragments(fragments, read_report_fragment, ldp_input_summary_schema(text_keys), side))

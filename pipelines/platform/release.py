@@ -59,7 +59,7 @@ from pipelines.platform.ledger import BudgetExceeded, Charge, MixedPrivacyUnits,
 from pipelines.platform.policy import RECORD_UNIT, BudgetPolicy, LakePolicy, location_of, source_location
 from pipelines.platform.recovery import Lease, recover
 from pipelines.platform.release_index import ReleaseIndex
-from pipelines.platform.row_prints import RowSketch
+from pipelines.platform.row_prints import RowPrinting, RowSketch
 from schemas.base import EngineSettings
 from transforms.core.keyed_randomness import new_release_secret, secret_from_hex
 
@@ -313,10 +313,11 @@ class ReleaseContext:
         keys its own digests and the platform hashes the fragments in a pass of its own)."""
         return LakePolicy(self.lake).executor_key()
 
-    def row_key(self) -> bytes:
-        """The key a kind's engine input pass hashes its canonical rows with
-        (``row_prints.RowSketch.of_columns``): 32 bytes, derived from the lake's fingerprint key."""
-        return LakePolicy(self.lake).row_key()
+    def row_printing(self, fragments: Sequence[Any]) -> RowPrinting:
+        """How a kind's engine input pass sketches its fragments' canonical rows
+        (``row_prints.RowPrinting``): under the lake's row key (32 bytes, derived from its
+        fingerprint key), each fragment's sketch sized by its share of the listed input."""
+        return RowPrinting.of(LakePolicy(self.lake).row_key(), fragments)
 
     def check_input_fingerprints(self, engine: Engine, fragments: Sequence[Any],
                                  prints: Iterable[tuple[int, str]] | None, sketches: Iterable[str]) -> None:
@@ -326,7 +327,7 @@ class ReleaseContext:
         hashed on the engine by the platform's own pass (``input_prints.fingerprint_pass``) — and
         no sizeable part of its rows in another dataset's recorded rows (``policy.check_overlap``),
         checked with ``sketches``: each fragment's row sketch as text
-        (``row_prints.RowSketch.to_text``, under :meth:`row_key`). Only digests and sketches reach
+        (``row_prints.RowSketch.to_text``, made as :meth:`row_printing` says). Only digests and sketches reach
         the driver. Nothing is recorded here: the input is bound once the release also holds its
         reservation (:meth:`_bind_input`). Called before the input gate can fail and before
         anything is published."""
@@ -334,7 +335,7 @@ class ReleaseContext:
         if prints is None or policy.executor_key() is None:
             prints = fingerprint_pass(engine, fragments, policy.fingerprint_key())
         named = named_prints(fragments, prints)
-        sketch = RowSketch.merge(RowSketch.from_text(text) for text in sketches)
+        sketch = RowSketch.merge_texts(sketches)
         policy.check_files(self.config.dataset, named)
         policy.check_overlap(self.config.dataset, location_of(source_location(self.config.input)), sketch)
         self._checked_input = (named, sketch)

@@ -53,6 +53,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,8 @@ import pyarrow as pa
 
 SKETCH_SIZE = 4096
 """Distinct row hashes a sketch keeps (16 bytes each with its count)."""
+BLOCK_ROWS = 8192
+"""Rows hashed at a time: a block's words and state take well under a megabyte."""
 NULL, INTEGER, REAL, TEXT = 0, 1, 2, 3
 """A canonical value's type tag."""
 ROW_KEY_LABEL = b"privlake-row-prints-v1"
@@ -72,7 +75,7 @@ _NAN_TEXT = ("nan", "+nan", "-nan")
 _SIP_CONSTANTS = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573)
 _TWO_63 = 2.0**63
 _CHUNK = 1 << 15
-_FORMAT = b"RS1"
+_FORMAT = b"RS2"
 
 
 def row_key(lake_key: bytes) -> bytes:
@@ -148,6 +151,15 @@ def siphash24_words(words: np.ndarray, key: bytes) -> np.ndarray:
 
 # ---- canonical values ----------------------------------------------------------------------------
 
+def _rows(values: pa.Array | pa.ChunkedArray | pd.Series | np.ndarray, start: int, stop: int) -> object:
+    """Rows ``start`` to ``stop`` of a column, without copying where the type allows."""
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        return values.slice(start, stop - start)
+    if isinstance(values, pd.Series):
+        return values.iloc[start:stop]
+    return values[start:stop]
+
+
 def _series(values: pa.Array | pa.ChunkedArray | pd.Series | np.ndarray) -> pd.Series:
     if isinstance(values, pd.Series):
         return values.reset_index(drop=True)
@@ -197,11 +209,24 @@ def canonical_words(values: pa.Array | pa.ChunkedArray | pd.Series | np.ndarray)
     if pd.api.types.is_float_dtype(series.dtype):
         _numbers(series.to_numpy(dtype=np.float64, na_value=np.nan), tags, words, every)
         return tags, words
-    present = series.notna().to_numpy()
-    if not present.any():
+    # text: each distinct value canonicalized once (ids and categories repeat), then spread by code
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    if not len(uniques):
         return tags, words
-    text = series[present].map(lambda value: value if isinstance(value, str) else str(value))
-    rows = every[present]
+    unique_tags, unique_words = _canonical_texts(pd.Series(np.asarray(uniques, dtype=object), dtype=object))
+    present = codes >= 0
+    tags[present] = unique_tags[codes[present]]
+    words[present] = unique_words[codes[present]]
+    return tags, words
+
+
+def _canonical_texts(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Tags and words of distinct, non-null values of a text (object) column."""
+    count = len(values)
+    tags = np.full(count, NULL, dtype=np.uint8)
+    words = np.zeros(count, dtype=np.uint64)
+    rows = np.arange(count)
+    text = values.map(lambda value: value if isinstance(value, str) else str(value))
     integral = text.str.fullmatch(_INTEGER_TEXT).to_numpy(dtype=bool)
     tags[rows[integral]] = INTEGER
     words[rows[integral]] = text[integral].astype(np.int64).to_numpy().view(np.uint64)
@@ -258,47 +283,94 @@ class Overlap:
 
 @dataclass(frozen=True)
 class RowSketch:
-    """A bottom-k sketch of an input's keyed row hashes (module docstring): ``hashes`` the at most
-    :data:`SKETCH_SIZE` smallest distinct hashes, ascending, ``counts`` how often each occurs, and
-    ``rows`` the rows hashed."""
+    """A bottom-k sketch of an input's keyed row hashes (module docstring): ``hashes`` the
+    smallest distinct hashes, ascending, ``counts`` how often each occurs, ``rows`` the rows
+    hashed, and ``capacity`` how many it keeps: a sketch with fewer hashes than its capacity holds
+    every distinct hash of its input; a full one, every hash up to its largest."""
 
     rows: int
     hashes: np.ndarray
     counts: np.ndarray
+    capacity: int = SKETCH_SIZE
 
     @classmethod
     def of_hashes(cls, hashes: np.ndarray, size: int = SKETCH_SIZE) -> RowSketch:
-        distinct, counts = np.unique(np.asarray(hashes, dtype=np.uint64), return_counts=True)
-        return cls(len(hashes), distinct[:size], counts[:size].astype(np.int64))
+        """The sketch of ``hashes`` (one per row). The smallest ``size`` distinct values are found
+        by partitioning, not sorting: the hashes at most the ``m``-th smallest hold at most ``m``
+        distinct values, so ``m`` doubles from ``size`` until they hold ``size`` (or all)."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        wanted = size
+        while True:
+            if wanted >= len(hashes):
+                chosen = hashes
+            else:
+                chosen = hashes[hashes <= np.partition(hashes, wanted - 1)[wanted - 1]]
+            distinct, counts = np.unique(chosen, return_counts=True)
+            if len(distinct) >= size or len(chosen) == len(hashes):
+                return cls(len(hashes), distinct[:size], counts[:size].astype(np.int64), size)
+            wanted *= 2
 
     @classmethod
     def of_columns(cls, columns: Sequence[pa.Array | pa.ChunkedArray | pd.Series | np.ndarray], key: bytes,
                    size: int = SKETCH_SIZE) -> RowSketch:
-        """The sketch of the rows ``columns`` hold (:func:`keyed_row_hashes`)."""
-        if not len(columns[0]):
-            return cls.empty()
-        return cls.of_hashes(keyed_row_hashes(columns, key), size)
+        """The sketch of the rows ``columns`` hold (:func:`keyed_row_hashes`), hashed in blocks of
+        :data:`BLOCK_ROWS` rows: the memory it takes does not grow with the fragment (on engines
+        whose tasks run in the driver process, the driver's peak stays flat), and once the sketch
+        is full only a block's hashes at most its threshold are merged in."""
+        total = len(columns[0])
+        sketch = cls.empty(size)
+        for start in range(0, total, BLOCK_ROWS):
+            stop = min(total, start + BLOCK_ROWS)
+            hashes = keyed_row_hashes([_rows(column, start, stop) for column in columns], key)
+            if len(sketch.hashes) >= size:
+                hashes = hashes[hashes <= sketch.hashes[-1]]
+            merged = cls.merge([sketch, cls.of_hashes(hashes, size)], size)
+            sketch = cls(sketch.rows + (stop - start), merged.hashes, merged.counts, size)
+        return sketch
 
     @classmethod
-    def empty(cls) -> RowSketch:
-        return cls(0, np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+    def empty(cls, size: int = SKETCH_SIZE) -> RowSketch:
+        return cls(0, np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), size)
 
     @classmethod
     def merge(cls, sketches: Iterable[RowSketch], size: int = SKETCH_SIZE) -> RowSketch:
-        """The sketch of the union of the sketched inputs (exact: module docstring)."""
+        """The sketch of the union of the sketched inputs, exact up to the smallest threshold of the
+        parts: the at most ``size`` smallest distinct hashes of the union not above it (a part of
+        smaller capacity — a fragment's share — may lower the merged capacity, never its
+        correctness: below every part's threshold the union's hashes are all known)."""
         parts = list(sketches)
         if not parts:
-            return cls.empty()
+            return cls.empty(size)
+        rows = sum(part.rows for part in parts)
         hashes = np.concatenate([part.hashes for part in parts])
         counts = np.concatenate([part.counts for part in parts])
         distinct, inverse = np.unique(hashes, return_inverse=True)
         summed = np.bincount(inverse, weights=counts, minlength=len(distinct)).astype(np.int64)
-        return cls(sum(part.rows for part in parts), distinct[:size], summed[:size])
+        limit = min(part.threshold for part in parts)
+        known = distinct <= np.uint64(limit)
+        distinct, summed = distinct[known][:size], summed[known][:size]
+        # every hash of the union up to ``limit`` is here: a sketch cut short by it is full at its length
+        capacity = size if limit == 2**64 - 1 or len(distinct) == size else len(distinct)
+        return cls(rows, distinct, summed, max(capacity, 1))
+
+    @classmethod
+    def merge_texts(cls, texts: Iterable[str], size: int = SKETCH_SIZE) -> RowSketch:
+        """:meth:`merge` of sketches given as text (:meth:`to_text`), decoded and folded in a few
+        at a time: the driver holds the merged sketch and at most about ``size`` more hashes,
+        however many fragments there are."""
+        merged, pending, held = cls.empty(size), [], 0
+        for text in texts:
+            part = cls.from_text(text)
+            pending.append(part)
+            held += len(part.hashes)
+            if held >= size:
+                merged, pending, held = cls.merge([merged, *pending], size), [], 0
+        return cls.merge([merged, *pending], size) if pending else merged
 
     @property
     def full(self) -> bool:
-        """Whether the sketch holds every distinct row of its input (fewer than its size)."""
-        return len(self.hashes) < SKETCH_SIZE
+        """Whether the sketch holds every distinct row of its input (fewer than its capacity)."""
+        return len(self.hashes) < self.capacity
 
     @property
     def threshold(self) -> int:
@@ -319,19 +391,20 @@ class RowSketch:
         return Overlap(fraction, fraction * self.rows, int(shared.sum()), len(sampled))
 
     def encode(self) -> bytes:
-        """The sketch as bytes: ``RS1``, the rows, the hashes and the counts (little-endian)."""
-        header = _FORMAT + struct.pack("<QI", self.rows, len(self.hashes))
+        """The sketch as bytes: ``RS2``, the rows, the capacity, the hashes and the counts
+        (little-endian)."""
+        header = _FORMAT + struct.pack("<QII", self.rows, self.capacity, len(self.hashes))
         return header + self.hashes.astype("<u8").tobytes() + self.counts.astype("<u8").tobytes()
 
     @classmethod
     def decode(cls, data: bytes) -> RowSketch:
         if data[:3] != _FORMAT:
             raise ValueError("not a row sketch")
-        rows, size = struct.unpack_from("<QI", data, 3)
-        start = 3 + struct.calcsize("<QI")
+        rows, capacity, size = struct.unpack_from("<QII", data, 3)
+        start = 3 + struct.calcsize("<QII")
         hashes = np.frombuffer(data, dtype="<u8", count=size, offset=start).astype(np.uint64)
         counts = np.frombuffer(data, dtype="<u8", count=size, offset=start + 8 * size).astype(np.int64)
-        return cls(int(rows), hashes, counts)
+        return cls(int(rows), hashes, counts, int(capacity))
 
     def to_text(self) -> str:
         """:meth:`encode` as base64 text (a fragment summary's string column carries it)."""
@@ -340,3 +413,40 @@ class RowSketch:
     @classmethod
     def from_text(cls, text: str) -> RowSketch:
         return cls.decode(base64.b64decode(text))
+
+
+MIN_FRAGMENT_SKETCH = 64
+OVERSAMPLE = 4
+
+
+def fragment_sketch_size(fragment_bytes: int | None, input_bytes: int | None) -> int:
+    """A fragment's sketch capacity: :data:`OVERSAMPLE` times its share of the input's bytes of
+    :data:`SKETCH_SIZE`, at least :data:`MIN_FRAGMENT_SKETCH` (all of it when a size is unknown).
+    The input's sketch needs from each fragment only the hashes among the input's smallest 4,096 —
+    about its share of them when rows are spread evenly over bytes (a fragment needing more than
+    four times its share is a Poisson tail below 10⁻¹⁷ at 16 expected) — so the driver gathers
+    about ``4 x 4,096`` hashes plus 64 a fragment, not 4,096 a fragment. A fragment whose share
+    was too small only lowers the merged sketch's capacity (:meth:`RowSketch.merge`)."""
+    if not fragment_bytes or not input_bytes:
+        return SKETCH_SIZE
+    share = fragment_bytes / input_bytes
+    return int(min(SKETCH_SIZE, max(MIN_FRAGMENT_SKETCH, math.ceil(OVERSAMPLE * SKETCH_SIZE * share))))
+
+
+@dataclass(frozen=True)
+class RowPrinting:
+    """How a kind's input pass sketches its fragments' canonical rows: the lake's row ``key``
+    (:func:`row_key`; 32 bytes, key material the engines keep out of pickled side values) and the
+    input's listed bytes, which size each fragment's sketch (:func:`fragment_sketch_size`)."""
+
+    key: bytes
+    input_bytes: int | None = None
+
+    @classmethod
+    def of(cls, key: bytes, fragments: Iterable[object]) -> RowPrinting:
+        sizes = [getattr(fragment, "size", None) for fragment in fragments]
+        return cls(key, sum(sizes) if sizes and all(size for size in sizes) else None)  # type: ignore[misc]
+
+    def sketch(self, columns: Sequence[pa.Array | pa.ChunkedArray | pd.Series | np.ndarray],
+               fragment_bytes: int | None) -> RowSketch:
+        return RowSketch.of_columns(columns, self.key, fragment_sketch_size(fragment_bytes, self.input_bytes))

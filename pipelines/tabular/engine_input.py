@@ -42,7 +42,7 @@ from pipelines.engines.storage import Where
 from pipelines.platform.errors import InputError
 from pipelines.platform.fragment_tasks import NumberedFile, code_counts, located_problems
 from pipelines.platform.input import NO_HEADER_HINT, header_names
-from pipelines.platform.row_prints import RowSketch
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.sources import (
     ROW_ID,
     Fragment,
@@ -77,9 +77,9 @@ class RecordReading:
     codes_folder: Where
     fingerprint_key: bytes | None = None
     """32 bytes: key material, kept out of pickled side values by the engines."""
-    row_key: bytes | None = None
-    """The lake's row-print key (32 bytes, key material): each fragment's sketch of its canonical
-    records (the schema's attributes, by name; ``platform/row_prints.py``); ``None``: none."""
+    row_printing: RowPrinting | None = None
+    """How each fragment sketches its canonical records (the schema's attributes, by name;
+    ``platform/row_prints.py``; the lake's row key, key material); ``None``: no sketch."""
 
 
 def codes_file(folder: Where, ordinal: int) -> Where:
@@ -109,9 +109,9 @@ def read_record_fragment(fragment: Fragment, side: RecordReading) -> pa.Table:
     schema = side.schema
     frame, row_ids = _records(fragment, schema, side.text)
     rows: list[dict[str, Any]] = [{"entry": METRIC, "code": ROWS, "count": len(row_ids)}]
-    if side.row_key is not None and len(row_ids):
-        sketch = RowSketch.of_columns([frame[name] for name in sorted(schema.names) if name in frame.columns],
-                                      side.row_key)
+    if side.row_printing is not None and len(row_ids):
+        sketch = side.row_printing.sketch([frame[name] for name in sorted(schema.names) if name in frame.columns],
+                                          fragment.size)
         rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "count": sketch.rows,
                      "fingerprint": sketch.to_text()})
     if len(row_ids):

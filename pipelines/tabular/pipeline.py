@@ -55,6 +55,7 @@ from pipelines.platform.release import (
     ReleaseResult,
     StageTimer,
 )
+from pipelines.platform.row_prints import RowPrinting
 from pipelines.platform.selection import refuse_private_partitions, refuse_private_selection
 from pipelines.platform.sources import (
     ROW_ID,
@@ -320,7 +321,7 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
                            codes_folder: Any, fingerprint_key: bytes | None = None,
                            fragment_key: bytes | None = None,
                            check_prints: Callable[[list[tuple[int, str]], list[str]], None] | None = None,
-                           row_key: bytes | None = None) -> CheckedRecords:
+                           row_printing: RowPrinting | None = None) -> CheckedRecords:
     """Read, check, encode and stage the records on the engine (one task per fragment); the input
     gate (Great Expectations) on the engine's metrics. Raises the one-line error of the first bad
     value, as a read of one file names it: the first attribute (schema order) with a bad value,
@@ -329,10 +330,11 @@ def read_records_on_engine(config: TabularConfig, schema: TabularSchema, prepare
     The fragments are fingerprinted where they are read, under ``fragment_key`` (the lake's key as
     ``ReleaseContext.fragment_key`` gives it; ``fingerprint_key`` when there is none), and
     ``check_prints`` (the policy's check, ``ReleaseContext.check_input_fingerprints``) gets them,
-    with each fragment's sketch of its canonical records under ``row_key``, before the input gate;
+    with each fragment's sketch of its canonical records (``row_printing``), before the input gate;
     the input's fingerprint is those digests keyed by ``fingerprint_key``."""
     fragments = prepared.fragments
-    side = RecordReading(schema, text_reading(config, schema), codes_folder, fragment_key or fingerprint_key, row_key)
+    side = RecordReading(schema, text_reading(config, schema), codes_folder, fragment_key or fingerprint_key,
+                         row_printing)
     summary = engine.persist(engine.map_fragments(fragments, read_record_fragment, tabular_input_summary_schema(), side))
     try:
         listed = engine.collect(engine.map_batches(summary, fragment_entries, TABULAR_FRAGMENT_ROWS_SCHEMA))
@@ -713,7 +715,7 @@ def run_on_engine(context: ReleaseContext, plan: TabularPlan, prepared: Prepared
             config, schema, prepared, engine, context.staging / "input" / "codes", input_fingerprint_key(context.lake),
             fragment_key, lambda prints, sketches: context.check_input_fingerprints(
                 engine, prepared.fragments, prints if fragment_key is not None else None, sketches),
-            context.row_key())
+            context.row_printing(prepared.fragments))
     record_count = checked.rows
     split_fractions = config.split
     needed = minimum_record_count(config.privacy.k, split_fractions.seeds, split_fractions.structure,

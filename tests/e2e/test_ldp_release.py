@@ -348,20 +348,22 @@ def test_an_iceberg_table_snapshot_with_a_row_filter_gives_the_release_of_those_
     selected = first_batch.filter(pa.compute.equal(first_batch["region"], "eu")).to_pandas()
     selected.to_parquet(tmp_path / "selected.parquet", index=False)
 
-    def release(name: str, source: dict) -> dict:
-        config = {"kind": "ldp", "dataset": name, "lake": "lake", "input": {**source, "catalog": "catalog.json"},
+    def release(name: str, source: dict, lake: str) -> dict:
+        config = {"kind": "ldp", "dataset": name, "lake": lake, "input": {**source, "catalog": "catalog.json"},
                   "engine": {"name": "local", "parallelism": 3}}
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
-        prepare_for({**config, "lake": str(tmp_path / "lake")})
+        prepare_for({**config, "lake": str(tmp_path / lake)})
         assert main(["run", str(tmp_path / f"{name}.yaml"), "--release-id", f"{name}-1"]) == 0, capsys.readouterr().err
-        return Lake(tmp_path / "lake").manifest(f"{name}-1")
+        return Lake(tmp_path / lake).manifest(f"{name}-1")
 
-    from_table = release("table", iceberg_source("db.reports", "input-lake", snapshot, "region = 'eu'"))
-    from_file = release("file", {"path": "selected.parquet"})
+    from_table = release("table", iceberg_source("db.reports", "input-lake", snapshot, "region = 'eu'"), "lake")
+    # the file holds the snapshot's selected rows: in the same lake it would be refused as dataset
+    # 'table''s input (issue 32), so the file's release goes to a lake of its own
+    from_file = release("file", {"path": "selected.parquet"}, "file-lake")
     assert from_table["n"] == from_file["n"] == len(selected)
     for key in ("mechanism_mix", "iterations", "final_change"):
         assert from_table[key] == from_file[key], key
-    with Lake(tmp_path / "lake") as lake:
+    with Lake(tmp_path / "lake") as lake, Lake(tmp_path / "file-lake") as file_lake:
         pd.testing.assert_frame_equal(lake.read_release("table-1").to_pandas().sort_values("value", ignore_index=True),
-                                      lake.read_release("file-1").to_pandas().sort_values("value", ignore_index=True),
+                                      file_lake.read_release("file-1").to_pandas().sort_values("value", ignore_index=True),
                                       check_exact=True)

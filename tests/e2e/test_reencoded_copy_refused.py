@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -306,3 +307,34 @@ def test_the_lakes_overlap_rule_decides_a_partial_copy(tmp_path: Path, capsys: p
     assert main(["run", str(tmp_path / "partial.yaml"), "--release-id", "partial-2"]) == 0
     assert main(["budget", "overlap", "--lake", str(lake), "--fraction", "0"]) == 2
     assert "fraction must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_an_iceberg_table_of_the_same_rows_is_refused(tmp_path: Path) -> None:
+    """Iceberg inputs by their rows too: a table written anew with another dataset's rows shuffled
+    (other data files, other bytes) is refused, read whole or through a row filter that keeps part
+    of them; a table of other rows is accepted."""
+    from tests.e2e.crowd_cases import release_on_engine
+
+    claims = crowd_claims(seed=61)
+    inputs = tmp_path / "input-lake"
+    with Lake(inputs) as lake:
+        lake.catalog.create_namespace("db")
+        for name, frame in (("claims", claims), ("rewritten", claims.sample(frac=1.0, random_state=2)),
+                            ("other", crowd_claims(seed=62))):
+            rows = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
+            lake.catalog.create_table(f"db.{name}", schema=rows.schema).append(rows)
+
+    def release(dataset: str, source: dict, release_id: str) -> None:
+        config = conformance_config(tmp_path / "unused.csv", tmp_path / "lake")
+        config.update(dataset=dataset, input=source)
+        with make_engine("local") as engine:
+            release_on_engine(engine, config, release_id)
+
+    release("first", {"table": "db.claims", "lake": str(inputs)}, "t-1")
+    for number, (dataset, source) in enumerate([
+        ("second", {"table": "db.rewritten", "lake": str(inputs)}),
+        ("third", {"table": "db.rewritten", "lake": str(inputs), "row_filter": "object_id < 250"}),
+    ], start=2):
+        with pytest.raises(ReleaseRefused, match="this input's rows are dataset 'first's"):
+            release(dataset, source, f"t-{number}")
+    release("fourth", {"table": "db.other", "lake": str(inputs)}, "t-4")

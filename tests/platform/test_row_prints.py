@@ -25,6 +25,7 @@ from pipelines.platform.row_prints import (
     RowSketch,
     _text_words,
     canonical_words,
+    fragment_sketch_size,
     keyed_row_hashes,
     siphash24_words,
 )
@@ -224,3 +225,38 @@ def test_binding_checks_again_on_top_of_what_it_appends_to(tmp_path) -> None:
         assert len(policy._read(SKETCHES_TABLE, SKETCHES_SCHEMA)) == 1, "the same rows are recorded once a dataset"
         assert {dataset: sorted(places) for dataset, places in policy.locations().items()} == {
             "first": ["/data/a", "/data/c"]}
+
+
+@pytest.mark.parametrize("repeats", [1, 3, 50, 5000])
+def test_a_sketch_keeps_the_smallest_distinct_hashes_with_their_counts(repeats: int) -> None:
+    """Against a full sort (numpy's ``unique``), with rows repeated up to 5,000 times each."""
+    generator = np.random.default_rng(repeats)
+    distinct = generator.integers(0, 2**63, 40_000 // repeats + 1, dtype=np.int64).view(np.uint64)
+    hashes = generator.permutation(np.repeat(distinct, generator.integers(1, repeats + 1, len(distinct))))
+    sketch = RowSketch.of_hashes(hashes)
+    values, counts = np.unique(hashes, return_counts=True)
+    assert sketch.hashes.tolist() == values[:SKETCH_SIZE].tolist()
+    assert sketch.counts.tolist() == counts[:SKETCH_SIZE].tolist()
+    assert sketch.rows == len(hashes) and sketch.full == (len(values) < SKETCH_SIZE)
+
+
+def test_fragment_sketches_sized_by_their_share_merge_into_the_inputs_sketch() -> None:
+    """Forty fragments, each sketched at four times its share (``fragment_sketch_size``): merged,
+    the input's sketch equals the one of the whole input (every fragment held its part of the
+    smallest 4,096); a fragment cut far below its part only lowers the merged capacity, and the
+    merged sketch still holds every distinct hash up to its threshold (against a full sort)."""
+    frame = claims(80_000, seed=12)
+    key = bytes(range(32))
+    whole = RowSketch.of_columns(columns_of(frame), key)
+    cuts = np.linspace(0, len(frame), 41).astype(int)
+    sizes = [fragment_sketch_size(stop - start, len(frame)) for start, stop in zip(cuts, cuts[1:], strict=False)]
+    assert sizes == [410] * 40 and fragment_sketch_size(10, 10**9) == 64 and fragment_sketch_size(None, 5) == 4096
+    parts = [RowSketch.of_columns(columns_of(frame.iloc[start:stop]), key, size)
+             for (start, stop), size in zip(zip(cuts, cuts[1:], strict=False), sizes, strict=True)]
+    merged = RowSketch.merge(parts)
+    assert merged.hashes.tolist() == whole.hashes.tolist() and merged.capacity == SKETCH_SIZE
+    starved = RowSketch.merge([*parts[1:], RowSketch.of_columns(columns_of(frame.iloc[:cuts[1]]), key, 8)])
+    every = np.unique(keyed_row_hashes(columns_of(frame), key))
+    assert 0 < len(starved.hashes) < SKETCH_SIZE and not starved.full
+    assert starved.hashes.tolist() == every[every <= np.uint64(starved.threshold)].tolist()
+    assert RowSketch.from_text(starved.to_text()).capacity == starved.capacity
