@@ -39,7 +39,7 @@ demo-data: $(STAMP)
 
 release: demo-data
 	$(VENV)/bin/privlake budget show sample --lake lake >/dev/null 2>&1 || \
-		$(VENV)/bin/privlake budget set sample --epsilon 100 --delta 1e-5 --lake lake
+		$(VENV)/bin/privlake budget set sample --epsilon 10 --delta 1e-6 --lake lake
 	$(VENV)/bin/privlake run examples/crowd_sample.yaml --engine spark
 
 # The suite but for the tests that start whole systems on loopback (a standalone Spark cluster, S3

@@ -32,7 +32,7 @@ PROJECT = HERE.parents[1]
 PRIVLAKE = Path(os.environ.get("PRIVLAKE_BIN") or PROJECT / ".venv" / "bin" / "privlake")
 TEST_SECRET_HEX = "5eed" * 16
 DATASET = "sample"
-SAMPLE_EPSILON = 16.53  # what one release of the sample config spends (its manifest's epsilon)
+SAMPLE_EPSILON = 4.0  # what one release of the sample config spends (its manifest's epsilon)
 DAY = pendulum.datetime(2026, 3, 1, tz="UTC")
 UNREACHABLE_MASTER = "spark://127.0.0.1:9"
 

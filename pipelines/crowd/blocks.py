@@ -18,6 +18,11 @@ from transforms.crowd.contribution_bound import bound_source_contributions
 from transforms.crowd.gaussian_kernel import WithinObjectKernel
 from transforms.crowd.global_weights import SourceQuality, source_loss_contributions
 from transforms.crowd.local_weights import local_weights
+from transforms.crowd.private_density import (
+    REASON_TOO_FEW_CLAIMS,
+    DensityParameters,
+    synthesize_density_block,
+)
 from transforms.crowd.synthesis import SynthesisParameters, synthesize_block
 
 SUMMARY_ROW = -1
@@ -64,6 +69,9 @@ class SynthesisSide:
     secret: bytes
     release_id: str
     bandwidth: float
+    density: DensityParameters | None = None
+    """``histogram``'s parameters: when set, the block releases private densities (``parameters``
+    and the weights are not used)."""
 
 
 def object_weights(block: ClaimsBlock, bandwidths: np.ndarray, side: SynthesisSide) -> np.ndarray:
@@ -80,11 +88,31 @@ def synthesis_block(frame: pd.DataFrame, side: SynthesisSide) -> pd.DataFrame:
     """Map-by-object synthesis: released claims plus one summary row per object, sorted by
     object (so the outcome stays clustered and is staged without a shuffle)."""
     block = object_block(frame)
+    if side.density is not None:
+        return _density_outcome(block, side)
     bandwidths = public_bandwidths(block, side.bandwidth)
     weights = object_weights(block, bandwidths, side)
     result = synthesize_block(block, bandwidths, weights, side.parameters, side.secret, side.release_id)
-    claims = result.claims
-    objects = result.objects
+    return _outcome_frame(result.claims, result.objects)
+
+
+def _density_outcome(block: ClaimsBlock, side: SynthesisSide) -> pd.DataFrame:
+    """``histogram``: each object's private density and its ``m`` claims (``private_density.py``),
+    in the outcome's form (no attempts, fallbacks or caps: nothing is tested)."""
+    assert side.density is not None
+    outcome = synthesize_density_block(block, side.density, side.secret, side.release_id)
+    released = outcome.released
+    zeros = np.zeros(block.number_of_objects, dtype=np.int64)
+    objects = pd.DataFrame({
+        "object_id": block.object_ids, "claims": block.counts.astype(np.int64),
+        "released": np.where(released, side.density.claims_per_object, 0), "attempts": zeros,
+        "fallbacks": zeros, "capped": zeros, "suppressed": ~released,
+        "reason": np.where(released, "", REASON_TOO_FEW_CLAIMS).astype(object),
+    })
+    return _outcome_frame(outcome.claims, objects)
+
+
+def _outcome_frame(claims: pd.DataFrame, objects: pd.DataFrame) -> pd.DataFrame:
     released = pd.DataFrame(
         {
             "object_id": claims["object_id"],

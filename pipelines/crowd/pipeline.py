@@ -153,13 +153,19 @@ from transforms.crowd.global_weights import (
     iterate_source_quality,
 )
 from transforms.crowd.guarantee import CrowdMechanism, crowd_guarantee
+from transforms.crowd.private_density import (
+    DensityParameters,
+    HistogramMechanism,
+    LogDensityGrid,
+    histogram_guarantee,
+)
 from transforms.crowd.release import WeightSettings
 from transforms.crowd.synthesis import SynthesisParameters, largest_object_for
 from transforms.crowd.value_grid import ValueGrid
 
 CROWD_WORKER_MODULES = ("pipelines.crowd.blocks", "pipelines.crowd.engine_input")
 def synthesis_parameters(config: CrowdConfig) -> SynthesisParameters:
-    """The public synthesis parameters of a config."""
+    """The public synthesis parameters of a ``priscrowd`` config."""
     privacy, synthesis = config.privacy, config.synthesis
     low, high = privacy.value_range
     return SynthesisParameters(
@@ -175,8 +181,23 @@ def synthesis_parameters(config: CrowdConfig) -> SynthesisParameters:
     )
 
 
+def density_parameters(config: CrowdConfig, guarantee: dict[str, Any]) -> DensityParameters:
+    """The public parameters of a ``histogram`` config: its grid, ``m``, the suppression floor and
+    each object's ``ε_0`` (the guarantee's per-object figure: ``ε`` for the claim unit)."""
+    low, high = config.privacy.value_range
+    grid = ValueGrid(low, high, config.synthesis.precision)
+    return DensityParameters(grid=LogDensityGrid(grid) if config.synthesis.value_transform == "log" else grid,
+                             claims_per_object=config.synthesis.claims_per_object,
+                             epsilon=float(guarantee["per_object"]["epsilon"]),
+                             minimum_claims=config.suppression_floor)
+
+
+def is_histogram(config: CrowdConfig) -> bool:
+    return config.synthesis.mechanism == "histogram"
+
+
 def uses_global_weights(config: CrowdConfig) -> bool:
-    return config.weights.method in ("combined", "global")
+    return config.weights_method in ("combined", "global")
 
 
 def mechanism_for(config: CrowdConfig) -> CrowdMechanism:
@@ -184,7 +205,7 @@ def mechanism_for(config: CrowdConfig) -> CrowdMechanism:
     (the smallest released object is the suppression floor, ``max(k, min_claims_per_object)``:
     claims are not read yet)."""
     privacy, weights = config.privacy, config.weights
-    ratio_cap, influence = weight_bounds(weights.method, privacy.weight_ratio_cap, weights.local_weights.ratio_cap)
+    ratio_cap, influence = weight_bounds(config.weights_method, privacy.weight_ratio_cap, weights.local_weights.ratio_cap)
     iterations = weights.global_weights.iterations if uses_global_weights(config) else 0
     return CrowdMechanism(
         k=privacy.k,
@@ -203,7 +224,18 @@ def mechanism_for(config: CrowdConfig) -> CrowdMechanism:
 
 
 def guarantee_for(config: CrowdConfig) -> dict[str, Any]:
-    """The whole-release guarantee of a config (``transforms/crowd/guarantee.py``)."""
+    """The whole-release guarantee of a config: ``transforms/crowd/private_density.py`` for
+    ``histogram``, ``transforms/crowd/guarantee.py`` for ``priscrowd``."""
+    privacy = config.privacy
+    if is_histogram(config):
+        try:
+            return histogram_guarantee(HistogramMechanism(
+                epsilon=float(privacy.epsilon), claims_per_object=config.synthesis.claims_per_object,
+                minimum_claims=config.suppression_floor,
+                objects_per_source=privacy.max_objects_per_source if privacy.unit == "source" else None),
+                privacy.delta)
+        except ValueError as error:
+            raise PrivlakeError(f"privacy: {error}") from None
     if config.synthesis.bandwidth.method not in PUBLIC_BANDWIDTH_METHODS:
         raise ReleaseRefused(
             "synthesis.bandwidth.method 'silverman' fits each object's claims, which the guarantee does not "
@@ -228,7 +260,7 @@ def reference_settings(config: CrowdConfig, largest_object: int) -> tuple[Synthe
             objects_per_unit=privacy.max_objects_per_source if privacy.unit == "source" else 1,
         )
     return synthesis_parameters(config), release_bandwidth(config), WeightSettings(
-        method=weights.method, ratio_cap=privacy.weight_ratio_cap, local_ratio_cap=weights.local_weights.ratio_cap,
+        method=config.weights_method, ratio_cap=privacy.weight_ratio_cap, local_ratio_cap=weights.local_weights.ratio_cap,
         tolerance=weights.local_weights.tolerance, max_iterations=weights.local_weights.max_iterations,
         private_global=private,
     )
@@ -297,12 +329,14 @@ def _read_truth(config: CrowdConfig, id_type: pa.DataType, wanted: set[Any]) -> 
 
 @dataclass(frozen=True)
 class CrowdPlan:
-    """What a crowd release decides from its configuration alone: the guarantee, the synthesis
-    parameters and the public bandwidth."""
+    """What a crowd release decides from its configuration alone: the guarantee, the mechanism's
+    public parameters (``parameters`` for priscrowd, ``density`` for histogram) and the public
+    bandwidth (the report's densities; priscrowd's kernel)."""
 
     guarantee: dict[str, Any]
-    parameters: SynthesisParameters
+    parameters: SynthesisParameters | None
     bandwidth: float
+    density: DensityParameters | None = None
 
 
 def plan_release(context: ReleaseContext) -> CrowdPlan:
@@ -311,6 +345,8 @@ def plan_release(context: ReleaseContext) -> CrowdPlan:
     refuse_private_selection(config.input, private_columns(config.input), "crowd")
     guarantee = guarantee_for(config)
     context.reserve(guarantee)
+    if is_histogram(config):
+        return CrowdPlan(guarantee, None, release_bandwidth(config), density_parameters(config, guarantee))
     return CrowdPlan(guarantee, synthesis_parameters(config), release_bandwidth(config))
 
 
@@ -432,7 +468,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
     fingerprint = _claims_fingerprint(
         input_fingerprint(fragments, zip(prints["code"].astype(int), prints["fingerprint"], strict=True)),
         settings, fingerprint_key)
-    k = max(config.privacy.k, config.privacy.min_claims_per_object or 0)
+    k = config.suppression_floor
     side = GroupSide(
         files=tuple(reading.file_for(fragment.ordinal) for fragment in fragments),
         object_integers=object_integers, source_integers=source_integers, sources=sources,
@@ -462,9 +498,9 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
                        "an object has {detail} claims, fewer than the minimum " + str(k) +
                        " (input.small_objects is 'reject')")
     largest = int(metric_rows.loc[metric_rows["code"] == LARGEST_OBJECT, "count"].max())
-    ratio_cap = weight_bounds(config.weights.method, config.privacy.weight_ratio_cap,
+    ratio_cap = weight_bounds(config.weights_method, config.privacy.weight_ratio_cap or 1.0,
                               config.weights.local_weights.ratio_cap)[0]
-    if largest > (most := largest_object_for(ratio_cap)):
+    if not is_histogram(config) and largest > (most := largest_object_for(ratio_cap)):
         raise InputError(name, f"an object has {largest} claims; with a seed-weight "
                          f"ratio cap of {ratio_cap:g} at most {most} are supported (lower privacy.weight_ratio_cap)")
     if int(totals.get(RELEASABLE_OBJECTS, 0)) == 0:
@@ -615,15 +651,16 @@ def synthesis_side(context: ReleaseContext, plan: CrowdPlan, quality: SourceQual
     weights = config.weights
     return SynthesisSide(
         source_quality=quality,
-        weights_method=weights.method,
+        weights_method=config.weights_method,
         local_tolerance=weights.local_weights.tolerance,
         local_max_iterations=weights.local_weights.max_iterations,
-        weight_ratio_cap=config.privacy.weight_ratio_cap,
+        weight_ratio_cap=config.privacy.weight_ratio_cap or 1.0,
         local_ratio_cap=weights.local_weights.ratio_cap,
         parameters=plan.parameters,
         secret=context.secret,
         release_id=context.release_id,
         bandwidth=plan.bandwidth,
+        density=plan.density,
     )
 
 
@@ -695,7 +732,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     quality, iterations = global_source_quality(context, staged, checked, engine)
     output_schema = synthetic_claims_schema(object_type)
     fraction = min(1.0, EVALUATION_OBJECTS / max(1, checked.objects)) if evaluated else 0.0
-    side = OutputSide(synthesis.claims_per_object, config.privacy.k, fraction, sample_key(context.release_id))
+    side = OutputSide(synthesis.claims_per_object, config.suppression_floor, fraction, sample_key(context.release_id))
     # the outcome files' buckets: enough for the largest release these objects could give (every
     # object released), so that each release file is a range of buckets (release_shards)
     synthesis_tasks = SynthesisFileSide(synthesis_side(context, plan, quality), side, object_type,
@@ -711,7 +748,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
     with timer.stage("validate output"):
         output = checked_output(rows)
         output_validation = validate_crowd_output_metrics(output.metrics, claims_per_object=synthesis.claims_per_object,
-                                                          k=config.privacy.k)
+                                                          k=config.suppression_floor)
     with timer.stage("write staging"):
         # The release's files: by a hash of the released object ids into a number of files set by
         # the released row count, both public (the outcome files follow the input's bytes), a task
@@ -742,6 +779,7 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "delta": guarantee["delta"],
         "privacy_unit": guarantee["privacy_unit"],
         "guarantee": guarantee,
+        "mechanism": synthesis.mechanism,
         "rows": totals.get(OUT_ROWS, 0),
         "objects_released": totals.get(OUT_RELEASED, 0),
         "objects_suppressed": totals.get(OUT_SUPPRESSED, 0),
@@ -758,10 +796,11 @@ def run_on_engine(context: ReleaseContext, plan: CrowdPlan, prepared: PreparedIn
         "clipped_to_value_range": checked.clipped,
         "largest_object": checked.largest_object,
         "suppressed_reasons": output.reasons,
-        "candidate_attempts": attempts,
-        "pass_rate": (float(totals.get(OUT_RELEASED_CLAIMS, 0)) / attempts) if attempts else None,
-        "fallback_claims": totals.get(OUT_FALLBACKS, 0),
-        "capped_claims": totals.get(OUT_CAPPED, 0),
+        **({} if is_histogram(config) else {
+            "candidate_attempts": attempts,
+            "pass_rate": (float(totals.get(OUT_RELEASED_CLAIMS, 0)) / attempts) if attempts else None,
+            "fallback_claims": totals.get(OUT_FALLBACKS, 0),
+            "capped_claims": totals.get(OUT_CAPPED, 0)}),
         "global_weights": {"iterations": iterations, "sources": int(len(quality.source_ids))},
         "validation": {"input": checked.validation.to_json()},
         "input_fingerprint": checked.fingerprint,

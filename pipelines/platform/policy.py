@@ -77,6 +77,10 @@ DEFAULT_OVERLAP_FRACTION = 0.01
 MAX_COMMIT_ATTEMPTS = 50
 LAKE_KIND_PROPERTY = "privlake.lake-kind"
 KEY_PROPERTY = "privlake.fingerprint-key"
+KEY_CHECK_PROPERTY = "privlake.fingerprint-key-check"
+"""A keyed check value of the fingerprint key (``HMAC(key, "privlake-key-check")``, 16 bytes),
+recorded at the key's first use: a replaced or mistyped key would make every recorded row print
+stop matching, so a release refuses it instead (issue 32 review)."""
 TEST_LAKE, PRODUCTION_LAKE = "test", "production"
 RELEASE_UNIT, RECORD_UNIT = "release", "record"
 KEY_DIRECTORY_VARIABLE = "PRIVLAKE_KEY_DIR"
@@ -308,6 +312,13 @@ class LakePolicy:
         if len(key) < 16:
             raise ReleaseRefused(f"the lake's fingerprint key ({origin}) is missing or not hex of 16+ bytes; "
                                  "an operator must provide it")
+        check = hmac.new(key, b"privlake-key-check", hashlib.sha256).hexdigest()[:32]
+        recorded = self._namespace_properties().get(KEY_CHECK_PROPERTY)
+        if recorded is None:
+            self.lake.catalog.update_namespace_properties(POLICY_NAMESPACE, updates={KEY_CHECK_PROPERTY: check})
+        elif not hmac.compare_digest(recorded, check):
+            raise ReleaseRefused(f"the lake's fingerprint key ({origin}) is not the key its input fingerprints were "
+                                 "made with: restore that key (a new key would let copies of inputs buy fresh budgets)")
         return key
 
     # ---- tables ----------------------------------------------------------------------------

@@ -48,11 +48,19 @@ class CrowdInput(SourceSpec):
 class CrowdPrivacy(StrictModel):
     """The public parameters of the guarantee (``docs/PRIVACY.md``, "Crowd")."""
 
-    k: int = Field(ge=2, description="plausible-deniability threshold: claims that must be indistinguishable")
-    gamma: float = Field(gt=1, description="indistinguishability factor of the privacy test")
-    epsilon0: float = Field(gt=0, le=50, description="scale of the randomized threshold k + Lap(1/epsilon0)")
-    delta: float = Field(gt=0, lt=1, description="the whole release's delta; epsilon is computed for it")
-    weight_ratio_cap: float = Field(ge=1, le=1e6, description="public bound R on max/min seed weight per object")
+    epsilon: float | None = Field(
+        None, gt=0, le=50,
+        description="histogram: the whole release's epsilon for the unit, whatever claims_per_object is",
+    )
+    k: int | None = Field(None, ge=2, description="priscrowd: plausible-deniability threshold (claims that must be indistinguishable)")
+    gamma: float | None = Field(None, gt=1, description="priscrowd: indistinguishability factor of the privacy test")
+    epsilon0: float | None = Field(None, gt=0, le=50, description="priscrowd: scale of the randomized threshold k + Lap(1/epsilon0)")
+    delta: float | None = Field(
+        None, gt=0, lt=1,
+        description="the whole release's delta; priscrowd computes its epsilon for it; histogram needs it for "
+        "the source unit only (the claim unit is pure epsilon-DP)",
+    )
+    weight_ratio_cap: float | None = Field(None, ge=1, le=1e6, description="priscrowd: public bound R on max/min seed weight per object")
     value_range: tuple[float, float] = Field(
         description="the public range [low, high] of claim values; both multiples of synthesis.precision"
     )
@@ -64,8 +72,9 @@ class CrowdPrivacy(StrictModel):
         description="q0: each attempt passes with a uniform draw on the public grid with this probability",
     )
     min_claims_per_object: int | None = Field(
-        None, ge=2, le=1_000_000,
-        description="objects with fewer claims are suppressed (default k); a floor above k tightens the guarantee",
+        None, ge=1, le=1_000_000,
+        description="objects with fewer claims are suppressed (default: k for priscrowd, where a floor above k "
+        "tightens the guarantee; 1 for histogram); claim counts are public",
     )
     unit: Literal["claim", "source"] = "claim"
     max_objects_per_source: int | None = Field(
@@ -102,8 +111,9 @@ class LocalWeightsSettings(StrictModel):
 
 
 class CrowdWeights(StrictModel):
-    method: Literal["combined", "global", "local", "uniform"] = Field(
-        "combined", description="combined is PrisCrowd; the others are the evaluation's ablations"
+    method: Literal["combined", "global", "local", "uniform"] | None = Field(
+        None, description="default: combined for priscrowd (the paper's), uniform for histogram (the only "
+        "one it supports); the others are the evaluation's ablations",
     )
     global_weights: GlobalWeightsSettings = Field(GlobalWeightsSettings(), alias="global")
     local_weights: LocalWeightsSettings = Field(LocalWeightsSettings(), alias="local")
@@ -127,7 +137,23 @@ class BandwidthSettings(StrictModel):
         return self
 
 
+MECHANISMS = ("histogram", "priscrowd")
+PRISCROWD_ONLY = ("k", "gamma", "epsilon0", "weight_ratio_cap", "fallback_probability")
+"""The privacy keys only ``priscrowd`` reads (``histogram`` refuses them: a config that sets them
+expects a mechanism it would not get)."""
+
+
 class CrowdSynthesis(StrictModel):
+    mechanism: Literal["histogram", "priscrowd"] = Field(
+        "histogram",
+        description="histogram: a private density per object, released once (privacy.epsilon), claims sampled "
+        "from it for free; priscrowd: the paper's Algorithm 1, a privacy test per released claim (k, gamma, epsilon0)",
+    )
+    value_transform: Literal["none", "log"] = Field(
+        "none",
+        description="histogram: 'log' puts the density's bins on a public grid uniform in log10(1 + x - low) "
+        "(scale data such as populations); none: uniform in the value",
+    )
     claims_per_object: int = Field(ge=1, le=10_000, description="m: synthetic claims released per object")
     precision: float = Field(0.01, gt=0, description="released values are multiples of this")
     bandwidth: BandwidthSettings = BandwidthSettings()
@@ -177,9 +203,57 @@ class CrowdConfig(StrictModel):
                 raise ValueError(f"privacy.value_range: {name} ({bound}) must be a multiple of synthesis.precision ({precision})")
         if (high_low := self.privacy.value_range[1] - self.privacy.value_range[0]) / precision > 2**40:
             raise ValueError(f"privacy.value_range: at most 2^40 values of synthesis.precision (got {high_low / precision:.3g})")
-        if self.weights.method == "combined" and self.weights.local_weights.ratio_cap > self.privacy.weight_ratio_cap:
-            raise ValueError("weights.local.ratio_cap must not exceed privacy.weight_ratio_cap")
+        if self.synthesis.mechanism == "priscrowd":
+            self._priscrowd_keys()
+        else:
+            self._histogram_keys()
         return self
+
+    def _priscrowd_keys(self) -> None:
+        privacy = self.privacy
+        missing = [key for key in ("k", "gamma", "epsilon0", "delta", "weight_ratio_cap") if getattr(privacy, key) is None]
+        if missing:
+            raise ValueError(f"privacy.{missing[0]} is required with synthesis.mechanism 'priscrowd'")
+        if self.synthesis.value_transform != "none":
+            raise ValueError("synthesis.value_transform 'log' is available with synthesis.mechanism 'histogram' only")
+        if privacy.epsilon is not None:
+            raise ValueError("privacy.epsilon: priscrowd computes its epsilon from k, gamma, epsilon0 and delta; "
+                             "remove it (or use synthesis.mechanism 'histogram')")
+        if self.weights_method == "combined" and self.weights.local_weights.ratio_cap > privacy.weight_ratio_cap:
+            raise ValueError("weights.local.ratio_cap must not exceed privacy.weight_ratio_cap")
+
+    def _histogram_keys(self) -> None:
+        privacy = self.privacy
+        chosen = "synthesis.mechanism is 'histogram' (the default)"
+        for key in PRISCROWD_ONLY:
+            if key in privacy.model_fields_set:
+                raise ValueError(f"privacy.{key} is a parameter of synthesis.mechanism 'priscrowd'; {chosen}: "
+                                 "remove it, or set synthesis.mechanism: priscrowd")
+        if privacy.epsilon is None:
+            raise ValueError(f"privacy.epsilon is required: {chosen}, which releases each object's density once "
+                             "at that epsilon")
+        if privacy.unit == "source" and privacy.delta is None:
+            raise ValueError("privacy.delta is required with privacy.unit 'source' (the L objects' densities "
+                             "compose at it)")
+        if self.weights_method != "uniform":
+            raise ValueError(f"weights.method '{self.weights_method}' is not available with {chosen}: its "
+                             "per-claim weights would have to enter the privacy proof; use uniform")
+
+    @property
+    def weights_method(self) -> str:
+        """The weighting used: ``weights.method``, else the mechanism's default."""
+        if self.weights.method is not None:
+            return self.weights.method
+        return "combined" if self.synthesis.mechanism == "priscrowd" else "uniform"
+
+    @property
+    def suppression_floor(self) -> int:
+        """The fewest claims of a released object (public): ``max(k, min_claims_per_object)`` for
+        priscrowd, ``min_claims_per_object`` (default 1) for histogram."""
+        floor = self.privacy.min_claims_per_object or 0
+        if self.synthesis.mechanism == "priscrowd":
+            return max(int(self.privacy.k or 0), floor)
+        return max(1, floor)
 
     @property
     def max_attempts_per_claim(self) -> int:

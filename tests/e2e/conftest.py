@@ -55,7 +55,7 @@ def write_config(directory: Path, input_path: Path, lake: Path, prepare: bool = 
         },
         "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
                     "value_range": [-100.0, 200.0]},
-        "synthesis": {"claims_per_object": 5, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 3.0}},
+        "synthesis": {"mechanism": "priscrowd", "claims_per_object": 5, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 3.0}},
         "engine": {"name": "local"},
     }
     for dotted, value in overrides.items():

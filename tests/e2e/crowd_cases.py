@@ -45,7 +45,17 @@ def conformance_config(input_path: Path, lake: Path, **privacy: Any) -> dict[str
         "input": {"path": str(input_path), "format": "csv"},
         "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
                     "value_range": [0.0, 100.0], **privacy},
-        "synthesis": {"claims_per_object": 6, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
+        "synthesis": {"mechanism": "priscrowd", "claims_per_object": 6, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
+    }
+
+
+def histogram_config(input_path: Path, lake: Path, **privacy: Any) -> dict[str, Any]:
+    """The conformance release with the default mechanism (``histogram``, issue 29)."""
+    return {
+        "kind": "crowd", "dataset": "conformance", "lake": str(lake),
+        "input": {"path": str(input_path), "format": "csv"},
+        "privacy": {"epsilon": 2.0, "value_range": [0.0, 100.0], "min_claims_per_object": 4, **privacy},
+        "synthesis": {"claims_per_object": 20, "precision": 0.01},
     }
 
 
@@ -59,8 +69,9 @@ def release_on_engine(engine: Any, config: dict[str, Any], release_id: str) -> d
     manifest = outcome.manifest
     internal = OperatorRecords(Lake(config["lake"])).read(release_id)[-1]["record"]
     figures = {key: manifest[key] for key in ("rows", "objects_released", "objects_suppressed", "epsilon", "delta")}
-    figures.update({key: internal[key] for key in ("suppressed_reasons", "candidate_attempts", "fallback_claims",
-                                                   "global_weights", "input_rows_after_contribution_bound")})
+    figures.update({key: internal.get(key) for key in ("suppressed_reasons", "candidate_attempts", "fallback_claims",
+                                                       "global_weights", "input_rows_after_contribution_bound")})
+    figures["mechanism"] = manifest["mechanism"]
     return {"rows": rows, "figures": figures, "engine": manifest["engine"]}
 
 

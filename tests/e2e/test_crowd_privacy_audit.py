@@ -34,7 +34,7 @@ SECRETS = ("a1" * 32, "b2" * 32, "c3" * 32, "d4" * 32)
 EDGES = (-100.0, -20.0, -5.0, -1.0, 1.0, 5.0, 10.0, 15.0, 19.0, 21.0, 25.0, 40.0, 121.0)
 PRIVACY = {"k": 5, "gamma": 4.0, "epsilon0": 3.0, "delta": 1e-3, "weight_ratio_cap": 1.0,
            "value_range": [-100.0, 120.0], "fallback_probability": 0.1}
-SYNTHESIS = {"claims_per_object": 10, "precision": 0.5, "bandwidth": {"method": "fixed", "value": 2.0}}
+SYNTHESIS = {"mechanism": "priscrowd", "claims_per_object": 10, "precision": 0.5, "bandwidth": {"method": "fixed", "value": 2.0}}
 
 
 def claims(zeros: int, twenties: int) -> pd.DataFrame:

@@ -59,7 +59,7 @@ def write_claims(folder: Path, n: int, rows_per_file: int, dataset: str = "scale
         "input": {"path": "claims"},
         "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
                     "value_range": [0.0, 100.0]},
-        "synthesis": {"claims_per_object": 2, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
+        "synthesis": {"mechanism": "priscrowd", "claims_per_object": 2, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
         "weights": {"method": "uniform"},
     }
     return write_config(folder, config)

@@ -5,7 +5,11 @@
   weights are replaced by ``1/|S_i|``. It isolates what the global/local/combined weights
   buy. ``uniform_weights`` gives the weights; the caller feeds them to the same synthesis.
 * ``Basic``: the textbook differential-privacy answer — publish every raw claim with Laplace
-  noise added (``basic_laplace_release``). No synthesis, no weights.
+  noise added (``basic_laplace_release``). No synthesis, no weights. ``resampled`` draws ``m``
+  of an object's noisy claims (post-processing) so that it is compared at the release's ``m``.
+* ``Noisy histogram`` (issue 29): per object, ``NOISY_HISTOGRAM_BINS`` equal bins of the public
+  range, Laplace(2/ε) noise on each count, clipped at 0, normalized, ``m`` claims drawn
+  (``noisy_histogram_release``): the crude density baseline the ``histogram`` mechanism must beat.
 
 Neither is ever published as a release; they exist so the benchmarks and the reproduction
 tests can show the method's advantage.
@@ -22,6 +26,9 @@ from transforms.core.keyed_randomness import keyed_generator
 from transforms.crowd.claims_block import ClaimsBlock
 
 BASIC_PURPOSE = "crowd/basic"
+RESAMPLE_PURPOSE = "crowd/basic-resample"
+NOISY_HISTOGRAM_PURPOSE = "crowd/noisy-histogram-baseline"
+NOISY_HISTOGRAM_BINS = 20
 
 
 def uniform_weights(block: ClaimsBlock) -> np.ndarray:
@@ -90,3 +97,42 @@ def basic_laplace_release(
             "value": clipped + noise,
         }
     )
+
+
+def resampled(released: pd.DataFrame, claims_per_object: int, secret: bytes, release_id: str) -> pd.DataFrame:
+    """``m`` of each object's released claims drawn uniformly with replacement (post-processing of
+    any release: its ε is unchanged), so that a baseline is compared at the same ``m``."""
+    parts = []
+    for object_id, group in released.groupby("object_id", sort=True):
+        rng = keyed_generator(secret, release_id, RESAMPLE_PURPOSE, object_id)
+        values = group["value"].to_numpy(np.float64)
+        parts.append(pd.DataFrame({"object_id": object_id, "claim_index": np.arange(claims_per_object, dtype=np.int32),
+                                   "value": values[rng.integers(0, len(values), claims_per_object)]}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def noisy_histogram_release(block: ClaimsBlock, epsilon: float, public_range: tuple[float, float],
+                            claims_per_object: int, secret: bytes, release_id: str,
+                            bins: int = NOISY_HISTOGRAM_BINS) -> pd.DataFrame:
+    """The noisy-histogram baseline: per object, ``bins`` equal bins of ``[lo, hi]``, each count
+    plus Laplace(2/ε) (one claim's value moves one unit between two bins: L1 sensitivity 2, so
+    the object's histogram is ε-DP and, each claim in one object, the release is ε-DP for one
+    claim's value), clipped at 0 and normalized (uniform when all are 0); ``m`` claims drawn
+    from it, uniform within their bin. Noise from ``keyed_generator(secret, release_id,
+    "crowd/noisy-histogram-baseline", object_id)`` (numpy's Laplace: a baseline for the
+    benchmarks, never a release)."""
+    basic_laplace_scale(epsilon, public_range)  # validates both
+    low, high = float(public_range[0]), float(public_range[1])
+    edges = np.linspace(low, high, bins + 1)
+    parts = []
+    for object_index, object_id in enumerate(block.object_ids):
+        values = np.clip(block.values[block.object_slice(object_index)], low, high)
+        counts = np.histogram(values, bins=edges)[0].astype(np.float64)
+        rng = keyed_generator(secret, release_id, NOISY_HISTOGRAM_PURPOSE, object_id)
+        mass = np.maximum(counts + rng.laplace(0.0, 2.0 / epsilon, bins), 0.0)
+        mass = mass / mass.sum() if mass.sum() > 0 else np.full(bins, 1.0 / bins)
+        chosen = rng.choice(bins, size=claims_per_object, p=mass)
+        drawn = edges[chosen] + rng.random(claims_per_object) * (edges[1] - edges[0])
+        parts.append(pd.DataFrame({"object_id": object_id, "claim_index": np.arange(claims_per_object, dtype=np.int32),
+                                   "value": drawn}))
+    return pd.concat(parts, ignore_index=True)

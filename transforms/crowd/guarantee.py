@@ -66,6 +66,16 @@ can exceed them by a few ulps (``WEIGHT_RATIO_SLACK``, ``2^-20``), and the seed 
 lattice and cumulative sums move a weight of at least ``2^-32`` (smaller ones are refused) by a
 relative ``2^-19.7`` at most in the worst case; a ratio of two weights takes that twice. The
 guarantee uses the bounds enlarged by this factor, which covers all of it."""
+
+
+def privacy_unit(objects_per_source: int | None) -> str:
+    """The manifest's words for the unit: one claim's value, or one source's claims (``L`` objects)."""
+    if objects_per_source is None:
+        return CLAIM_UNIT
+    return (f"one source's claims (at most {objects_per_source} objects; claim counts and which sources "
+            "answered which objects are public)")
+
+
 NOT_COVERED = (
     "the claim counts per object and which sources answered which objects (public by the neighbouring relation)",
     "operator figures in the internal table: attempts, fallbacks, pass rates, clipped values, timings, "
@@ -206,10 +216,7 @@ def crowd_guarantee(mechanism: CrowdMechanism, delta: float) -> dict[str, Any]:
     claim = release["per_claim"]
     t = int(claim["t"])
     steps = release["steps"]
-    unit = CLAIM_UNIT if mechanism.objects_per_source is None else (
-        f"one source's claims (at most {mechanism.objects_per_source} objects; claim counts and which sources "
-        "answered which objects are public)"
-    )
+    unit = privacy_unit(mechanism.objects_per_source)
     return {
         "epsilon": release["epsilon"],
         "delta": release["delta"],

@@ -46,8 +46,9 @@ object's output does not depend on which other objects share its block, its engi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,12 +57,15 @@ from transforms.core.accounting import PURE_DP, PrivacyStep, compose
 from transforms.core.discrete_laplace import discrete_laplace_scale, sample_discrete_laplace
 from transforms.core.keyed_randomness import keyed_generator
 from transforms.crowd.claims_block import ClaimsBlock
+from transforms.crowd.guarantee import privacy_unit
+from transforms.crowd.synthesis import object_id_key
 from transforms.crowd.value_grid import ValueGrid
 
 NOISE_PURPOSE = "crowd/histogram-noise"
 SAMPLE_PURPOSE = "crowd/histogram-sample"
 COUNT_SENSITIVITY = 2
 """L1 sensitivity of an object's bin counts to one claim's value (one bin down, one up)."""
+REASON_TOO_FEW_CLAIMS = "fewer claims than min_claims_per_object"
 FEWEST_BINS = 5
 MOST_BINS = 255
 CLAIMS_PER_BIN_AT_UNIT_EPSILON = 8
@@ -103,8 +107,46 @@ class DensityBins:
         return np.diff(self.first_points)
 
 
-def grid_points(values: np.ndarray, grid: ValueGrid) -> np.ndarray:
-    """Each claim's grid point ``round((clip(x) − lo)/p)`` (int64): a function of the claim alone."""
+LOG_GRID_POINTS = 4096
+"""Points of a public log grid (``value_transform: log``): 4,096 over the range's decades, about
+0.4 % apart in value over 7 decades."""
+
+
+@dataclass(frozen=True)
+class LogDensityGrid:
+    """A public grid uniform in ``t = log10(1 + x − lo)`` over the value range (``value_transform:
+    log``, for scale data such as populations, whose objects' spread grows with their size): point
+    ``j`` is ``t_j = j·T/(P − 1)``, ``T = log10(1 + hi − lo)``, released as the value grid's
+    nearest value to ``lo + 10^{t_j} − 1``. A claim's point is ``round(t(clip(x))·(P − 1)/T)``,
+    a function of the claim alone, so the mechanism's proof is unchanged; its bins are contiguous
+    in ``t`` and the mass within a bin is spread evenly in ``t`` (log-uniformly in value)."""
+
+    values_grid: ValueGrid
+    size: int = LOG_GRID_POINTS
+
+    def __post_init__(self) -> None:
+        if self.size < 2:
+            raise ValueError("a log grid needs at least 2 points")
+
+    @property
+    def span(self) -> float:
+        return math.log10(1.0 + self.values_grid.high - self.values_grid.low)
+
+    def points_of(self, values: np.ndarray) -> np.ndarray:
+        clipped, _ = self.values_grid.clip(values)
+        t = np.log10(1.0 + clipped - self.values_grid.low)
+        return np.clip(np.rint(t * ((self.size - 1) / self.span)).astype(np.int64), 0, self.size - 1)
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        t = np.asarray(points, dtype=np.float64) * (self.span / (self.size - 1))
+        return self.values_grid.round(self.values_grid.low + np.power(10.0, t) - 1.0)
+
+
+def grid_points(values: np.ndarray, grid: ValueGrid | LogDensityGrid) -> np.ndarray:
+    """Each claim's grid point ``round((clip(x) − lo)/p)`` (int64; a log grid's
+    :meth:`LogDensityGrid.points_of`): a function of the claim alone."""
+    if isinstance(grid, LogDensityGrid):
+        return grid.points_of(values)
     clipped, _ = grid.clip(values)
     steps = np.rint(clipped / grid.precision).astype(np.int64) - grid.first_step
     return np.clip(steps, 0, grid.size - 1)
@@ -154,10 +196,10 @@ def stratified_points(mass: np.ndarray, bins: DensityBins, claims: int, offset: 
 
 @dataclass(frozen=True)
 class DensityParameters:
-    """The public parameters of the mechanism: the grid, ``m`` and each object's ``epsilon``
+    """The public parameters of the mechanism: the grid (linear, or a public log grid), ``m`` and each object's ``epsilon``
     (``ε`` for the claim unit, ``ε_0`` for the source unit: :func:`per_object_epsilon`)."""
 
-    grid: ValueGrid
+    grid: ValueGrid | LogDensityGrid
     claims_per_object: int
     epsilon: float
     minimum_claims: int = 1
@@ -198,7 +240,7 @@ def synthesize_density_block(block: ClaimsBlock, parameters: DensityParameters, 
     values = np.empty(len(chosen) * m, dtype=np.float64)
     bins = np.zeros(block.number_of_objects, dtype=np.int64)
     for row, object_index in enumerate(chosen):
-        object_id = block.object_ids[object_index]
+        object_id = object_id_key(block.object_ids[object_index])
         points = grid_points(block.values[block.object_slice(object_index)], parameters.grid)
         drawn, bins[object_index] = synthesize_object(
             points, parameters, keyed_generator(secret, release_id, NOISE_PURPOSE, object_id),
@@ -237,3 +279,74 @@ def density_steps(epsilon0: float, objects_per_unit: int) -> list[PrivacyStep]:
     """What one release runs for its unit: one object's noisy histogram (``ε_0``-DP), for each of
     the ``objects_per_unit`` objects a unit reaches."""
     return [PrivacyStep(PURE_DP, epsilon0, 0.0, objects_per_unit, what="one object's noisy histogram")]
+
+
+HISTOGRAM_NOT_COVERED = (
+    "the claim counts per object and which sources answered which objects (public by the neighbouring "
+    "relation; each object's number of bins is a function of its claim count)",
+    "operator figures in the internal table: clipped values, timings, the evaluation against ground truth",
+    "the commit time of the published snapshot, which reveals roughly how long the release ran",
+    "refusals: the guarantee is over valid inputs (finite, inside the value range or clipped into it); "
+    "with out_of_range: reject or a failed validation the job publishes nothing, and that it refused is visible",
+)
+
+
+@dataclass(frozen=True)
+class HistogramMechanism:
+    """The public parameters of a ``histogram`` release's guarantee (none computed from the claims):
+    the whole-release ``epsilon`` for the unit, ``m``, the suppression floor and ``L`` for the source
+    unit (``None``: the claim unit)."""
+
+    epsilon: float
+    claims_per_object: int
+    minimum_claims: int
+    objects_per_source: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError("epsilon must be a finite positive number")
+        if self.claims_per_object < 1 or self.minimum_claims < 1:
+            raise ValueError("m and the suppression floor must be positive")
+        if self.objects_per_source is not None and self.objects_per_source < 1:
+            raise ValueError("L must be positive")
+
+    @property
+    def objects_per_unit(self) -> int:
+        return 1 if self.objects_per_source is None else self.objects_per_source
+
+
+def histogram_guarantee(mechanism: HistogramMechanism, delta: float | None) -> dict[str, Any]:
+    """The guarantee of a ``histogram`` release as a JSON-ready dict (module docstring, "Whole
+    release"): the headline (ε, δ) first, the per-object ``ε_0`` and the steps the ledger composes.
+    Claim unit: pure ``ε``-DP (δ = 0), whatever ``m``. Source unit: the ``L``-fold composition of
+    ``ε_0``-DP histograms at ``delta``, its (ε, δ) by the platform's accountant."""
+    objects = mechanism.objects_per_unit
+    if objects == 1:
+        epsilon0, headline_delta = float(mechanism.epsilon), 0.0
+    else:
+        if delta is None:
+            raise ValueError("the source unit needs privacy.delta (the L objects' histograms compose at it)")
+        epsilon0, headline_delta = per_object_epsilon(mechanism.epsilon, delta, objects), float(delta)
+    steps = density_steps(epsilon0, objects)
+    composition = compose(steps, headline_delta) if objects > 1 else None
+    epsilon = composition.epsilon if composition is not None else epsilon0
+    unit = privacy_unit(mechanism.objects_per_source)
+    step_json = [step.to_json() for step in steps]
+    return {
+        "epsilon": float(epsilon),
+        "delta": headline_delta,
+        "privacy_unit": unit,
+        "scope": "everything the release publishes: every released claim of every object, whole release, "
+                 "for any number of claims per object",
+        "composition": composition.method if composition is not None else "parallel (one object per unit)",
+        "basic_composition": {"epsilon": composition.basic_epsilon if composition is not None else epsilon0,
+                              "delta": 0.0},
+        "per_object": {"epsilon": epsilon0, "delta": 0.0, "sensitivity_l1": COUNT_SENSITIVITY,
+                       "noise": f"discrete Laplace of scale {COUNT_SENSITIVITY}/epsilon_0 per bin (exact sampler)"},
+        "per_record": {"epsilon": float(epsilon), "delta": headline_delta, "steps": step_json,
+                       "covers": "one input claim is the record: it enters one object's histogram, so the "
+                                 "per-record figure is the whole-release bound"},
+        "steps": step_json,
+        "mechanism": {"name": "histogram", **asdict(mechanism)},
+        "not_covered": list(HISTOGRAM_NOT_COVERED),
+    }

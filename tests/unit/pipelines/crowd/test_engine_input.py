@@ -46,7 +46,7 @@ def config_for(path: Path, lake: Path, duplicates: str) -> CrowdConfig:
         "input": {"path": str(path), "duplicates": duplicates},
         "privacy": {"k": 2, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
                     "value_range": [0.0, 100.0]},
-        "synthesis": {"claims_per_object": 2, "precision": 0.01},
+        "synthesis": {"mechanism": "priscrowd", "claims_per_object": 2, "precision": 0.01},
         "weights": {"method": "uniform"},
     })
 

@@ -21,7 +21,7 @@ def config_with_truth(tmp_path: Path, truth: Path, columns: dict[str, str] | Non
         "input": {"path": str(tmp_path / "claims.csv")},
         "privacy": {"k": 4, "gamma": 4.0, "epsilon0": 4.0, "delta": 0.01, "weight_ratio_cap": 4.0,
                     "value_range": [0.0, 100.0]},
-        "synthesis": {"claims_per_object": 2, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
+        "synthesis": {"mechanism": "priscrowd", "claims_per_object": 2, "precision": 0.01, "bandwidth": {"method": "fixed", "value": 2.0}},
         "evaluation": {"truth_path": str(truth), **({"truth_columns": columns} if columns else {})},
     })
 
