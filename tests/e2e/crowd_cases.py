@@ -59,6 +59,13 @@ def histogram_config(input_path: Path, lake: Path, **privacy: Any) -> dict[str, 
     }
 
 
+def engine_for(name: str, spark_session: Any) -> Any:
+    """A local, Beam or Spark engine (Spark on the test session's embedded session)."""
+    from pipelines.engines import make_engine
+
+    return make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
+
+
 def release_on_engine(engine: Any, config: dict[str, Any], release_id: str) -> dict[str, Any]:
     """Run the release on ``engine`` and return its exported rows and the manifest's key figures."""
     os.environ["PRIVLAKE_TEST_SECRET"] = CONFORMANCE_SECRET_HEX

@@ -17,6 +17,7 @@ from tests.e2e.crowd_cases import (
     assert_same_release,
     conformance_claims,
     conformance_config,
+    engine_for,
     release_on_engine,
 )
 from transforms.crowd.release import synthesize_in_memory
@@ -29,10 +30,6 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def engine_for(name: str, spark_session):
-    if name == "spark":
-        return make_engine("spark", spark_session=spark_session)
-    return make_engine(name)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from tests.e2e.crowd_cases import (
     CONFORMANCE_SECRET_HEX,
     assert_same_release,
     conformance_claims,
+    engine_for,
     histogram_config,
     release_on_engine,
 )
@@ -31,8 +32,6 @@ def claims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def engine_for(name: str, spark_session):
-    return make_engine("spark", spark_session=spark_session) if name == "spark" else make_engine(name)
 
 
 @pytest.mark.spark
