@@ -149,6 +149,17 @@ class ClaimsReading:
     row_printing: RowPrinting | None = None
     """How each fragment sketches its canonical claims ``(object, source, value)``
     (``ReleaseContext.row_printing``: the lake's row key, key material); ``None``: no sketch."""
+    value_grid: tuple[float, float, float] | None = None
+    """``(low, high, precision)``: a claim's value is printed as its grid step
+    ``round(clip(value)/precision)`` — what the release can tell apart — so a copy whose values
+    differ below the precision (float32 columns, a rounding) prints the same (issue 32 review)."""
+
+    def printed_values(self, values: np.ndarray) -> np.ndarray:
+        """The values as the row prints see them (:attr:`value_grid`)."""
+        if self.value_grid is None:
+            return values
+        low, high, precision = self.value_grid
+        return np.rint(np.clip(values, low, high) / precision).astype(np.int64)
 
     def file_for(self, ordinal: int) -> Where:
         return self.folder / f"claims-{ordinal:07d}.arrow"
@@ -267,7 +278,7 @@ def read_claims_fragment(fragment: Fragment, side: ClaimsReading) -> pa.Table:
     kept = np.flatnonzero(good)
     object_ids, source_ids = objects[kept], sources[kept]
     if side.row_printing is not None:
-        sketch = side.row_printing.sketch([object_ids, source_ids, values[kept]], fragment.size)
+        sketch = side.row_printing.sketch([object_ids, source_ids, side.printed_values(values[kept])], fragment.size)
         rows.append({"entry": ROW_SKETCH, "code": fragment.ordinal, "count": sketch.rows, "fingerprint": sketch.to_text()})
     # every row has a ROW_ID (NO_ROW where none): a null column would reach the driver's frame as
     # floats, which round ROW_IDs of fragments past 2^13

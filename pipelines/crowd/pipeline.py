@@ -438,6 +438,7 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
         buckets=fine_bucket_count([fragment.size for fragment in fragments], engine.parallelism),
         fingerprint_key=fragment_key or fingerprint_key,
         row_printing=row_printing,
+        value_grid=(*config.privacy.value_range, config.synthesis.precision),
     )
     # a few rows per fragment, collected: its fingerprint, its row sketch and its metrics
     entries = engine.collect(engine.map_fragments(
