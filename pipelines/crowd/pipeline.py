@@ -846,7 +846,7 @@ KIND = ReleaseKind(
     prepare=prepare_input,
     run_on_engine=run_on_engine,
     summary=summary_line,
-    show_keys=("objects_released", "objects_suppressed"),
+    show_keys=("mechanism", "objects_released", "objects_suppressed"),
 )
 
 
