@@ -499,11 +499,12 @@ def read_claims_on_engine(config: CrowdConfig, prepared: PreparedInput, engine: 
                        "an object has {detail} claims, fewer than the minimum " + str(k) +
                        " (input.small_objects is 'reject')")
     largest = int(metric_rows.loc[metric_rows["code"] == LARGEST_OBJECT, "count"].max())
-    ratio_cap = weight_bounds(config.weights_method, config.privacy.weight_ratio_cap or 1.0,
-                              config.weights.local_weights.ratio_cap)[0]
-    if not is_histogram(config) and largest > (most := largest_object_for(ratio_cap)):
-        raise InputError(name, f"an object has {largest} claims; with a seed-weight "
-                         f"ratio cap of {ratio_cap:g} at most {most} are supported (lower privacy.weight_ratio_cap)")
+    if not is_histogram(config):  # priscrowd's seed weights bound the object size; histogram has none
+        ratio_cap = weight_bounds(config.weights_method, config.privacy.weight_ratio_cap,
+                                  config.weights.local_weights.ratio_cap)[0]
+        if largest > (most := largest_object_for(ratio_cap)):
+            raise InputError(name, f"an object has {largest} claims; with a seed-weight ratio cap of {ratio_cap:g} "
+                             f"at most {most} are supported (lower privacy.weight_ratio_cap)")
     if int(totals.get(RELEASABLE_OBJECTS, 0)) == 0:
         raise InputError(name, f"no object has at least {k} claims (k or min_claims_per_object): nothing could be released")
     staged = figures[(figures["entry"] == STAGED) & (figures["count"] > 0)].sort_values("key")
